@@ -1,0 +1,46 @@
+# netready: `make demo` shows the plugin at work, `make test` runs every test.
+SHELL := /bin/bash
+export PATH := $(PATH):/usr/local/go/bin
+GO ?= go
+CACHE ?= $(HOME)/.cache/netready
+CNI_BIN := $(CACHE)/cni-plugins
+BIN := $(CURDIR)/bin
+
+.PHONY: all build deps tools demo test unit integration bench lint clean
+
+all: build
+
+build:
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./plugins/meta/netready
+
+deps:
+	@scripts/deps.sh
+
+tools:
+	@scripts/build-tools.sh $(CNI_BIN)
+
+demo: deps tools build
+	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/demo.sh
+
+test: deps tools build unit integration
+
+unit:
+	$(GO) test -count=1 ./...
+
+integration:
+	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) \
+	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
+	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic)' ; \
+	  exit $${PIPESTATUS[0]}
+
+bench: deps tools build
+	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) \
+	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 30m ./test/integration/...
+
+lint:
+	gofmt -l . | (! grep .)
+	$(GO) vet ./...
+	$(GO) vet -tags integration ./test/...
+
+clean:
+	rm -rf $(BIN)

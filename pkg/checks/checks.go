@@ -1,0 +1,173 @@
+// Package checks owns what "programmed" means: one Check per configured
+// kind and target, each able to probe the kernel or an agent once and to
+// name the events that may change its answer.
+package checks
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"sync"
+
+	"github.com/containernetworking/plugins/pkg/netlinksafe"
+	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/watch"
+)
+
+// Check is one condition for one target.
+type Check interface {
+	// Kind is the configured kind, e.g. "route".
+	Kind() string
+	// Target names what is checked, e.g. the pod IP "10.1.0.5".
+	Target() string
+	// Probe looks once. It returns ready, or why not. A non-nil error means
+	// the check can never succeed (wrap ErrNever).
+	Probe(ctx context.Context) (ready bool, why string, err error)
+	// Sources are the event streams whose events may change the answer. A
+	// check with none is polled.
+	Sources() []watch.Source
+}
+
+// ErrNever marks a check that can never succeed, e.g. its netns is gone.
+var ErrNever = errors.New("can never succeed")
+
+func never(format string, args ...any) error {
+	return fmt.Errorf("%w: %s", ErrNever, fmt.Sprintf(format, args...))
+}
+
+// Describe names a check for messages: "route 10.1.0.5".
+func Describe(c Check) string {
+	return c.Kind() + " " + c.Target()
+}
+
+// Env holds what the checks of one attachment share: netlink handles are
+// opened once, lazily, and closed by Close.
+type Env struct {
+	NetNS string
+
+	mu     sync.Mutex
+	pod    *netlinksafe.Handle
+	podErr error
+}
+
+// NewEnv returns an Env for a pod whose netns is at nsPath.
+func NewEnv(nsPath string) *Env {
+	return &Env{NetNS: nsPath}
+}
+
+// PodHandle returns a netlink handle inside the pod's netns. Failing to
+// open the netns is permanent: the pod is gone.
+func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pod != nil || e.podErr != nil {
+		return e.pod, e.podErr
+	}
+	if e.NetNS == "" {
+		e.podErr = never("no pod netns (CNI_NETNS is empty)")
+		return nil, e.podErr
+	}
+	nsh, err := netns.GetFromPath(e.NetNS)
+	if err != nil {
+		e.podErr = never("pod netns %s: %v", e.NetNS, err)
+		return nil, e.podErr
+	}
+	defer nsh.Close()
+	h, err := netlinksafe.NewHandleAt(nsh)
+	if err != nil {
+		e.podErr = fmt.Errorf("netlink in pod netns %s: %w", e.NetNS, err)
+		return nil, e.podErr
+	}
+	e.pod = &h
+	return e.pod, nil
+}
+
+// Close releases the handles.
+func (e *Env) Close() {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if e.pod != nil {
+		e.pod.Close()
+		e.pod = nil
+	}
+}
+
+// Build turns the configured checks into Checks for one attachment. Checks
+// that apply per IP (address, route, gateway, or any using {{.IP}}) are
+// made once per pod IP.
+func Build(confs []config.CheckConf, att *attachment.Attachment, env *Env) ([]Check, error) {
+	var out []Check
+	for i := range confs {
+		cs, err := build(&confs[i], att, env)
+		if err != nil {
+			return nil, fmt.Errorf("checks[%d] (%s): %w", i, confs[i].Kind, err)
+		}
+		out = append(out, cs...)
+	}
+	return out, nil
+}
+
+func build(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]Check, error) {
+	switch cc.Kind {
+	case config.KindAddress:
+		if len(att.IPs) == 0 {
+			return []Check{&addressCheck{env: env, ifName: att.IfName}}, nil
+		}
+		var out []Check
+		for _, ip := range att.IPs {
+			out = append(out, &addressCheck{env: env, ifName: att.IfName, ip: ip.Address.IP})
+		}
+		return out, nil
+	case config.KindRoute:
+		var out []Check
+		for _, ip := range att.IPs {
+			out = append(out, &routeCheck{ip: ip.Address.IP})
+		}
+		return out, nil
+	case config.KindGateway:
+		var out []Check
+		for _, ip := range att.IPs {
+			if ip.Gateway != nil {
+				out = append(out, &gatewayCheck{env: env, ifName: att.IfName, gw: ip.Gateway})
+			}
+		}
+		if len(out) == 0 && len(att.IPs) > 0 {
+			return nil, never("the result gives no gateway for any pod IP")
+		}
+		return out, nil
+	}
+	return buildPolicy(cc, att, env)
+}
+
+// perIP expands a check's strings once per pod IP when it uses {{.IP}},
+// else once.
+func perIP(cc *config.CheckConf, att *attachment.Attachment, make func(p config.Placeholders) (Check, error)) ([]Check, error) {
+	ips := []net.IP{nil}
+	if cc.UsesIP() {
+		ips = ips[:0]
+		for _, ip := range att.IPs {
+			ips = append(ips, ip.Address.IP)
+		}
+	}
+	var out []Check
+	for _, ip := range ips {
+		c, err := make(att.Placeholders(ip))
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, c)
+	}
+	return out, nil
+}
+
+func family(ip net.IP) int {
+	if ip.To4() != nil {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
+}

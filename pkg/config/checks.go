@@ -1,0 +1,214 @@
+package config
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"net/url"
+	"path/filepath"
+	"strings"
+	"text/template"
+)
+
+// Check kinds from the contract.
+const (
+	KindAddress  = "address"
+	KindRoute    = "route"
+	KindGateway  = "gateway"
+	KindIPTables = "iptables"
+	KindNFTables = "nftables"
+	KindFile     = "file"
+	KindHTTP     = "http"
+
+	PresetCalico = "calico"
+	// DefaultCalicoStatusDir is Felix's default EndpointStatusPathPrefix
+	// plus its per-endpoint folder.
+	DefaultCalicoStatusDir = "/var/run/calico/endpoint-status"
+)
+
+// CheckConf is one entry of "checks". Which fields apply depends on Kind;
+// Validate refuses fields that do not.
+type CheckConf struct {
+	Kind string `json:"kind"`
+
+	// iptables and nftables
+	Table string `json:"table,omitempty"`
+	Chain string `json:"chain,omitempty"`
+	Match string `json:"match,omitempty"`
+	// nftables
+	Family string `json:"family,omitempty"`
+	Set    string `json:"set,omitempty"`
+	// file; with preset "calico", Path is the endpoint-status folder.
+	Path     string `json:"path,omitempty"`
+	Contains string `json:"contains,omitempty"`
+	Preset   string `json:"preset,omitempty"`
+	// http
+	URL string `json:"url,omitempty"`
+}
+
+// Placeholders are the values a check's strings may use, e.g. {{.IP}}.
+type Placeholders struct {
+	IP, ContainerID, IfName, Network, PodNamespace, PodName, PodUID string
+}
+
+// Defaults fills in per-kind defaults.
+func (c *CheckConf) Defaults() {
+	switch c.Kind {
+	case KindIPTables:
+		if c.Table == "" {
+			c.Table = "filter"
+		}
+	case KindNFTables:
+		if c.Family == "" {
+			c.Family = "inet"
+		}
+	case KindFile:
+		if c.Preset == PresetCalico && c.Path == "" {
+			c.Path = DefaultCalicoStatusDir
+		}
+	}
+}
+
+var nftFamilies = map[string]bool{"ip": true, "ip6": true, "inet": true, "arp": true, "bridge": true, "netdev": true}
+
+// Validate checks one entry; errors name the field.
+func (c *CheckConf) Validate() error {
+	var errs []error
+	allowed := map[string]bool{}
+	need := func(field, value string) {
+		allowed[field] = true
+		if value == "" {
+			errs = append(errs, fmt.Errorf("%q is required", field))
+		}
+	}
+	allow := func(fields ...string) {
+		for _, f := range fields {
+			allowed[f] = true
+		}
+	}
+	switch c.Kind {
+	case KindAddress, KindRoute, KindGateway:
+	case KindIPTables:
+		need("table", c.Table)
+		need("chain", c.Chain)
+		need("match", c.Match)
+	case KindNFTables:
+		need("table", c.Table)
+		allow("family", "set", "chain", "match")
+		if !nftFamilies[c.Family] {
+			errs = append(errs, fmt.Errorf(`"family" %q must be one of ip, ip6, inet, arp, bridge, netdev`, c.Family))
+		}
+		switch {
+		case c.Set != "" && (c.Chain != "" || c.Match != ""):
+			errs = append(errs, errors.New(`give either "set" or "chain" with "match", not both`))
+		case c.Set == "" && (c.Chain == "" || c.Match == ""):
+			errs = append(errs, errors.New(`"set", or "chain" with "match", is required`))
+		}
+	case KindFile:
+		allow("path", "contains", "preset")
+		switch c.Preset {
+		case "":
+			if c.Path == "" {
+				errs = append(errs, errors.New(`"path" (or "preset": "calico") is required`))
+			}
+		case PresetCalico:
+			if c.Contains != "" {
+				errs = append(errs, errors.New(`"contains" does not apply to "preset": "calico"`))
+			}
+		default:
+			errs = append(errs, fmt.Errorf(`"preset" %q is unknown; the only preset is "calico"`, c.Preset))
+		}
+		if c.Path != "" && !filepath.IsAbs(strings.SplitN(c.Path, "{{", 2)[0]) {
+			errs = append(errs, fmt.Errorf(`"path" %q must be absolute`, c.Path))
+		}
+	case KindHTTP:
+		need("url", c.URL)
+		allow("path")
+		if c.URL != "" {
+			if err := validateHTTPURL(c.URL, c.Path); err != nil {
+				errs = append(errs, err)
+			}
+		}
+	case "":
+		return errors.New(`"kind" is required`)
+	default:
+		return fmt.Errorf(`unknown check "kind" %q: use one of address, route, gateway, iptables, nftables, file, http`, c.Kind)
+	}
+	for field, value := range c.fields() {
+		if value != "" && !allowed[field] {
+			errs = append(errs, fmt.Errorf("%q does not apply to kind %q", field, c.Kind))
+		}
+	}
+	for field, value := range c.fields() {
+		if _, err := Expand(value, Placeholders{}); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %w", field, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *CheckConf) fields() map[string]string {
+	return map[string]string{
+		"table": c.Table, "chain": c.Chain, "match": c.Match, "family": c.Family, "set": c.Set,
+		"path": c.Path, "contains": c.Contains, "preset": c.Preset, "url": c.URL,
+	}
+}
+
+// UsesIP reports whether any string of the check uses {{.IP}}, which makes
+// the check apply once per pod IP.
+func (c *CheckConf) UsesIP() bool {
+	for _, v := range c.fields() {
+		a, _ := Expand(v, Placeholders{IP: "192.0.2.1"})
+		b, _ := Expand(v, Placeholders{IP: "192.0.2.2"})
+		if a != b {
+			return true
+		}
+	}
+	return false
+}
+
+// Expand fills the placeholders of s.
+func Expand(s string, p Placeholders) (string, error) {
+	if !strings.Contains(s, "{{") {
+		return s, nil
+	}
+	t, err := template.New("").Option("missingkey=error").Parse(s)
+	if err != nil {
+		return "", fmt.Errorf("bad placeholder: %w", err)
+	}
+	var b bytes.Buffer
+	if err := t.Execute(&b, p); err != nil {
+		return "", fmt.Errorf("bad placeholder (known: .IP .ContainerID .IfName .Network .PodNamespace .PodName .PodUID): %w", err)
+	}
+	return b.String(), nil
+}
+
+func validateHTTPURL(raw, path string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf(`"url" %q: %w`, raw, err)
+	}
+	switch u.Scheme {
+	case "http":
+		host := u.Hostname()
+		if host != "localhost" && !strings.HasPrefix(host, "127.") && host != "::1" {
+			return fmt.Errorf(`"url" %q must point at loopback (127.0.0.0/8, ::1 or localhost)`, raw)
+		}
+		if path != "" {
+			return fmt.Errorf(`"path" applies only to unix:// urls; put it in "url"`)
+		}
+	case "unix":
+		if u.Host != "" || !filepath.IsAbs(u.Path) {
+			return fmt.Errorf(`"url" %q must be unix:///absolute/path.sock`, raw)
+		}
+		if len(u.Path) > 107 {
+			return fmt.Errorf(`"url" %q: unix socket path longer than 107 bytes`, raw)
+		}
+		if path != "" && !strings.HasPrefix(path, "/") {
+			return fmt.Errorf(`"path" %q must start with /`, path)
+		}
+	default:
+		return fmt.Errorf(`"url" %q must start with http:// (loopback) or unix://`, raw)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"time"
+)
+
+// Agent kinds of the status block.
+const (
+	AgentHTTP = "http"
+	AgentFile = "file"
+)
+
+// StatusConf is the "status" block: what STATUS verifies besides the
+// plugin's own health.
+type StatusConf struct {
+	// IPAM is host-local's ipam object, or the string "auto".
+	IPAM    json.RawMessage `json:"ipam,omitempty"`
+	MinFree *int            `json:"minFree,omitempty"`
+	ConfDir string          `json:"confDir,omitempty"`
+	Agents  []AgentConf     `json:"agents,omitempty"`
+}
+
+// AgentConf is one agent whose health STATUS requires.
+type AgentConf struct {
+	Kind   string `json:"kind"`
+	URL    string `json:"url,omitempty"`
+	Path   string `json:"path,omitempty"`
+	MaxAge string `json:"maxAge,omitempty"`
+
+	// MaxAgeDuration is MaxAge parsed.
+	MaxAgeDuration time.Duration `json:"-"`
+}
+
+// IPAMAuto reports whether ipam is "auto".
+func (s *StatusConf) IPAMAuto() bool {
+	return bytes.Equal(bytes.TrimSpace(s.IPAM), []byte(`"auto"`))
+}
+
+// Defaults fills in minFree and confDir.
+func (s *StatusConf) Defaults() {
+	if s.MinFree == nil {
+		one := 1
+		s.MinFree = &one
+	}
+	if s.ConfDir == "" {
+		s.ConfDir = DefaultConfDir
+	}
+}
+
+// Validate checks the block; errors name the key.
+func (s *StatusConf) Validate() error {
+	var errs []error
+	if len(s.IPAM) > 0 && !s.IPAMAuto() {
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(s.IPAM, &obj); err != nil {
+			errs = append(errs, errors.New(`"ipam" must be host-local's ipam object or "auto"`))
+		} else if t, _ := obj["type"]; !bytes.Equal(t, []byte(`"host-local"`)) {
+			errs = append(errs, fmt.Errorf(`"ipam": only "type": "host-local" can be counted, got %s`, string(t)))
+		}
+	}
+	if *s.MinFree < 0 {
+		errs = append(errs, fmt.Errorf(`"minFree" %d must be >= 0`, *s.MinFree))
+	}
+	if !filepath.IsAbs(s.ConfDir) {
+		errs = append(errs, fmt.Errorf(`"confDir" %q must be an absolute path`, s.ConfDir))
+	}
+	for i := range s.Agents {
+		if err := s.Agents[i].Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("agents[%d]: %w", i, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Validate checks one agent entry.
+func (a *AgentConf) Validate() error {
+	switch a.Kind {
+	case AgentHTTP:
+		if a.URL == "" {
+			return errors.New(`"url" is required`)
+		}
+		if a.MaxAge != "" {
+			return errors.New(`"maxAge" applies only to kind "file"`)
+		}
+		return validateHTTPURL(a.URL, a.Path)
+	case AgentFile:
+		if a.URL != "" {
+			return errors.New(`"url" applies only to kind "http"`)
+		}
+		if !filepath.IsAbs(a.Path) {
+			return fmt.Errorf(`"path" %q must be an absolute path`, a.Path)
+		}
+		if a.MaxAge == "" {
+			return nil
+		}
+		d, err := time.ParseDuration(a.MaxAge)
+		if err != nil || d <= 0 {
+			return fmt.Errorf(`"maxAge" %q must be a positive Go duration such as "30s"`, a.MaxAge)
+		}
+		a.MaxAgeDuration = d
+		return nil
+	case "":
+		return errors.New(`"kind" is required`)
+	default:
+		return fmt.Errorf(`unknown agent "kind" %q: use http or file`, a.Kind)
+	}
+}

@@ -1,0 +1,274 @@
+// Package marker owns readiness marker files: one JSON file per attachment
+// at <stateDir>/<network>/<containerID>_<ifName>.json, written atomically,
+// read back by CHECK and the sidecar, removed by DEL and GC.
+package marker
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/config"
+)
+
+// Version is the marker format version.
+const Version = 1
+
+// States of a marker.
+const (
+	StateReady   = "ready"
+	StatePending = "pending"
+)
+
+// Marker is the content of one marker file.
+type Marker struct {
+	Version     int            `json:"version"`
+	Network     string         `json:"network"`
+	ContainerID string         `json:"containerID"`
+	IfName      string         `json:"ifName"`
+	NetNS       string         `json:"netns"`
+	Pod         attachment.Pod `json:"pod"`
+	IPs         []string       `json:"ips"`
+	State       string         `json:"state"`
+	CreatedAt   Time           `json:"createdAt"`
+	ReadyAt     *Time          `json:"readyAt,omitempty"`
+	WaitedMs    int64          `json:"waitedMs"`
+	Checks      []CheckResult  `json:"checks"`
+	// Pending carries what it takes to go on checking; only when pending.
+	Pending *Pending `json:"pending,omitempty"`
+}
+
+// CheckResult is one check's outcome.
+type CheckResult struct {
+	Kind     string `json:"kind"`
+	Target   string `json:"target"`
+	Ready    bool   `json:"ready"`
+	WaitedMs int64  `json:"waitedMs"`
+	// Why it is not ready, from its last probe.
+	Why string `json:"why,omitempty"`
+}
+
+// Pending is what the sidecar needs to re-run the checks of a pending
+// attachment: the configured checks and the pod IPs' gateways.
+type Pending struct {
+	Checks   []config.CheckConf `json:"checks"`
+	Gateways map[string]string  `json:"gateways,omitempty"`
+	// Deadline after which the sidecar stops checking.
+	Deadline Time `json:"deadline"`
+}
+
+// Time marshals as RFC 3339 in UTC with nine fraction digits, as the
+// contract shows.
+type Time struct{ time.Time }
+
+const timeLayout = "2006-01-02T15:04:05.000000000Z07:00"
+
+// MarshalJSON implements json.Marshaler.
+func (t Time) MarshalJSON() ([]byte, error) {
+	return []byte(`"` + t.UTC().Format(timeLayout) + `"`), nil
+}
+
+// UnmarshalJSON implements json.Unmarshaler.
+func (t *Time) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.Parse(time.RFC3339Nano, s)
+	if err != nil {
+		return err
+	}
+	t.Time = v
+	return nil
+}
+
+// Key identifies an attachment's marker.
+type Key struct {
+	Network, ContainerID, IfName string
+}
+
+// Validate refuses keys that could escape the state folder.
+func (k Key) Validate() error {
+	a := attachment.Attachment{Network: k.Network, ContainerID: k.ContainerID, IfName: k.IfName}
+	if err := a.Validate(); err != nil {
+		return fmt.Errorf("refusing marker name: %w", err)
+	}
+	return nil
+}
+
+// FileName is the marker's name within its network folder.
+func (k Key) FileName() string {
+	return k.ContainerID + "_" + k.IfName + ".json"
+}
+
+// Store is the state folder.
+type Store struct {
+	Dir string
+}
+
+// Path returns the marker path for k after validating k.
+func (s Store) Path(k Key) (string, error) {
+	if err := k.Validate(); err != nil {
+		return "", err
+	}
+	return filepath.Join(s.Dir, k.Network, k.FileName()), nil
+}
+
+// tmpPrefix starts temp files; GC removes old ones that a crash left.
+const tmpPrefix = ".tmp-"
+
+// Write stores m atomically: temp file in the same folder, fsync, rename,
+// fsync of the folder.
+func (s Store) Write(m *Marker) error {
+	k := Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
+	path, err := s.Path(k)
+	if err != nil {
+		return err
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return fmt.Errorf("encode marker: %w", err)
+	}
+	data = append(data, '\n')
+	dir := filepath.Dir(path)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return fmt.Errorf("create marker folder: %w", err)
+	}
+	return writeAtomic(dir, filepath.Base(path), data)
+}
+
+func writeAtomic(dir, name string, data []byte) (err error) {
+	f, err := os.CreateTemp(dir, tmpPrefix+name+".")
+	if err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	defer func() {
+		if err != nil {
+			f.Close()
+			os.Remove(f.Name())
+		}
+	}()
+	if err = f.Chmod(0o644); err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	if _, err = f.Write(data); err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	if err = f.Sync(); err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	if err = f.Close(); err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
+		return fmt.Errorf("write marker %s: %w", name, err)
+	}
+	return syncDir(dir)
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return fmt.Errorf("sync %s: %w", dir, err)
+	}
+	return nil
+}
+
+// Read returns the marker of k; the error wraps fs.ErrNotExist if none.
+func (s Store) Read(k Key) (*Marker, error) {
+	path, err := s.Path(k)
+	if err != nil {
+		return nil, err
+	}
+	return ReadFile(path)
+}
+
+// ReadFile decodes one marker file.
+func ReadFile(path string) (*Marker, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("read marker: %w", err)
+	}
+	var m Marker
+	if err := json.Unmarshal(data, &m); err != nil {
+		return nil, fmt.Errorf("decode marker %s: %w", path, err)
+	}
+	if m.Version != Version {
+		return nil, fmt.Errorf("marker %s has version %d, want %d", path, m.Version, Version)
+	}
+	return &m, nil
+}
+
+// Remove deletes the marker of k. A missing marker is not an error.
+func (s Store) Remove(k Key) error {
+	path, err := s.Path(k)
+	if err != nil {
+		return err
+	}
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("remove marker: %w", err)
+	}
+	return nil
+}
+
+// staleTmpAge is how old a temp file must be before GC removes it: older
+// than any ADD can run.
+const staleTmpAge = 10 * time.Minute
+
+// GC removes the markers of network whose attachment is not in keep, and
+// temp files that a crash left. It never looks outside the network's own
+// folder. It returns the names it removed.
+func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
+	if err := (Key{Network: network, ContainerID: "x", IfName: "x"}).Validate(); err != nil {
+		return nil, err
+	}
+	dir := filepath.Join(s.Dir, network)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("gc: %w", err)
+	}
+	valid := make(map[string]bool, len(keep))
+	for _, k := range keep {
+		valid[k.FileName()] = true
+	}
+	var removed []string
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if !e.Type().IsRegular() {
+			continue
+		}
+		switch {
+		case strings.HasPrefix(name, tmpPrefix):
+			info, err := e.Info()
+			if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
+				continue
+			}
+		case strings.HasSuffix(name, ".json"):
+			if valid[name] {
+				continue
+			}
+		default:
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("gc: remove %s: %w", name, err))
+			continue
+		}
+		removed = append(removed, name)
+	}
+	return removed, errors.Join(errs...)
+}

@@ -1,0 +1,27 @@
+package main
+
+import (
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+
+	"github.com/containernetworking/cni/pkg/skel"
+)
+
+// openLog returns a logger into the optional log file. Stdout belongs to the
+// CNI result, so a log file that cannot be opened is reported on stderr and
+// logging is skipped; it never fails the verb.
+func openLog(path, verb string, args *skel.CmdArgs) (*slog.Logger, func()) {
+	if path == "" {
+		return slog.New(slog.NewTextHandler(io.Discard, nil)), func() {}
+	}
+	f, err := os.OpenFile(path, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o640)
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "netready: cannot open logFile: %v\n", err)
+		return slog.New(slog.NewTextHandler(io.Discard, nil)), func() {}
+	}
+	log := slog.New(slog.NewTextHandler(f, nil)).With(
+		"verb", verb, "pid", os.Getpid(), "containerID", args.ContainerID, "ifName", args.IfName)
+	return log, func() { f.Close() }
+}

@@ -1,0 +1,263 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"slices"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/status"
+	"github.com/netready/netready/pkg/wait"
+)
+
+// statusBudget keeps STATUS under the contract's one second.
+const statusBudget = 900 * time.Millisecond
+
+// checkBudget bounds CHECK's single look at the datapath.
+const checkBudget = 5 * time.Second
+
+func cmdAdd(args *skel.CmdArgs) error {
+	start := time.Now()
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log, closeLog := openLog(conf.LogFile, "ADD", args)
+	defer closeLog()
+	if err := conf.ParsePrevResult(); err != nil {
+		return logged(log, err)
+	}
+	att, err := newAttachment(conf, args)
+	if err != nil {
+		return logged(log, err)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
+	defer cancel()
+	env := checks.NewEnv(args.Netns)
+	defer env.Close()
+	cs, err := checks.Build(conf.Checks, att, env)
+	if err != nil {
+		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
+	}
+	outcome, err := wait.Until(ctx, cs, wait.Options{Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
+	if err != nil {
+		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
+	}
+
+	store := marker.Store{Dir: conf.StateDir}
+	m := newMarker(att, outcome, start)
+	if !outcome.Ready() {
+		if conf.OnTimeout == config.OnTimeoutFail {
+			// A marker left by an earlier ADD must not claim readiness now.
+			if err := store.Remove(markerKey(att)); err != nil {
+				log.Warn("cannot remove old marker", "err", err)
+			}
+			return logged(log, types.NewError(types.ErrTryAgainLater,
+				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, outcome.Unmet()), ""))
+		}
+		m.State = marker.StatePending
+		m.ReadyAt = nil
+		m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: gateways(att)}
+	}
+	if err := store.Write(m); err != nil {
+		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
+	}
+	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", outcome.Unmet())
+	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+}
+
+func cmdCheck(args *skel.CmdArgs) error {
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log, closeLog := openLog(conf.LogFile, "CHECK", args)
+	defer closeLog()
+	if err := conf.ParsePrevResult(); err != nil {
+		return logged(log, err)
+	}
+	att, err := newAttachment(conf, args)
+	if err != nil {
+		return logged(log, err)
+	}
+	m, err := marker.Store{Dir: conf.StateDir}.Read(markerKey(att))
+	if errors.Is(err, fs.ErrNotExist) {
+		return logged(log, types.NewError(types.ErrInternal, "netready: no marker for this attachment: ADD did not complete through netready", ""))
+	}
+	if err != nil {
+		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error(), ""))
+	}
+	if err := markerMatches(m, att); err != nil {
+		return logged(log, types.NewError(types.ErrInternal, "netready: marker does not match prevResult: "+err.Error(), ""))
+	}
+	// A pending marker is still being worked on by the sidecar.
+	if m.State == marker.StatePending {
+		return nil
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), min(conf.Timeout, checkBudget))
+	defer cancel()
+	env := checks.NewEnv(args.Netns)
+	defer env.Close()
+	if err := probeDatapath(ctx, conf.Checks, att, env); err != nil {
+		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
+	}
+	return nil
+}
+
+// probeDatapath looks once at the address and route checks, which must hold
+// for as long as the attachment lives.
+func probeDatapath(ctx context.Context, confs []config.CheckConf, att *attachment.Attachment, env *checks.Env) error {
+	var datapath []config.CheckConf
+	for _, cc := range confs {
+		if cc.Kind == config.KindAddress || cc.Kind == config.KindRoute {
+			datapath = append(datapath, cc)
+		}
+	}
+	cs, err := checks.Build(datapath, att, env)
+	if err != nil {
+		return err
+	}
+	for _, c := range cs {
+		ready, why, err := c.Probe(ctx)
+		if err != nil {
+			return fmt.Errorf("check %s: %w", checks.Describe(c), err)
+		}
+		if !ready {
+			return fmt.Errorf("check %s no longer holds: %s", checks.Describe(c), why)
+		}
+	}
+	return nil
+}
+
+func cmdDel(args *skel.CmdArgs) error {
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log, closeLog := openLog(conf.LogFile, "DEL", args)
+	defer closeLog()
+	k := marker.Key{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
+	if err := (marker.Store{Dir: conf.StateDir}).Remove(k); err != nil {
+		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error(), ""))
+	}
+	log.Info("DEL done")
+	return nil
+}
+
+func cmdGC(args *skel.CmdArgs) error {
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	log, closeLog := openLog(conf.LogFile, "GC", args)
+	defer closeLog()
+	keep := make([]marker.Key, 0, len(conf.ValidAttachments))
+	for _, a := range conf.ValidAttachments {
+		keep = append(keep, marker.Key{Network: conf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
+	}
+	removed, err := marker.Store{Dir: conf.StateDir}.GC(conf.Name, keep, time.Now())
+	log.Info("GC done", "kept", len(keep), "removed", removed)
+	if err != nil {
+		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error(), ""))
+	}
+	return nil
+}
+
+func cmdStatus(args *skel.CmdArgs) error {
+	conf, err := config.Parse(args.StdinData)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
+	defer cancel()
+	if err := status.Check(ctx, conf); err != nil {
+		log, closeLog := openLog(conf.LogFile, "STATUS", args)
+		defer closeLog()
+		return logged(log, types.NewError(types.ErrPluginNotAvailable,
+			fmt.Sprintf("netready: network %q: %v", conf.Name, err), ""))
+	}
+	return nil
+}
+
+// newAttachment gathers who the attachment is; prevResult must be parsed.
+func newAttachment(conf *config.NetConf, args *skel.CmdArgs) (*attachment.Attachment, error) {
+	pod, err := attachment.ParsePod(args.Args)
+	if err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "netready: "+err.Error(), "")
+	}
+	ips, err := attachment.PodIPs(conf.PrevResult, args.IfName)
+	if err != nil {
+		return nil, types.NewError(types.ErrDecodingFailure, "netready: "+err.Error(), "")
+	}
+	att := &attachment.Attachment{
+		Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName,
+		NetNS: args.Netns, Pod: pod, IPs: ips,
+	}
+	if err := att.Validate(); err != nil {
+		return nil, types.NewError(types.ErrInvalidEnvironmentVariables, "netready: "+err.Error(), "")
+	}
+	return att, nil
+}
+
+func markerKey(att *attachment.Attachment) marker.Key {
+	return marker.Key{Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName}
+}
+
+func newMarker(att *attachment.Attachment, o wait.Outcome, start time.Time) *marker.Marker {
+	m := &marker.Marker{
+		Version: marker.Version, Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName,
+		NetNS: att.NetNS, Pod: att.Pod, IPs: att.IPStrings(),
+		State:     marker.StateReady,
+		CreatedAt: marker.Time{Time: start},
+		ReadyAt:   &marker.Time{Time: start.Add(o.Waited)},
+		WaitedMs:  o.Waited.Milliseconds(),
+		Checks:    make([]marker.CheckResult, 0, len(o.Results)),
+	}
+	for _, r := range o.Results {
+		cr := marker.CheckResult{Kind: r.Check.Kind(), Target: r.Check.Target(), Ready: r.Ready, Why: r.Why}
+		if r.Ready {
+			cr.WaitedMs = r.Waited.Milliseconds()
+		}
+		m.Checks = append(m.Checks, cr)
+	}
+	return m
+}
+
+func gateways(att *attachment.Attachment) map[string]string {
+	gws := map[string]string{}
+	for _, ip := range att.IPs {
+		if ip.Gateway != nil {
+			gws[ip.Address.IP.String()] = ip.Gateway.String()
+		}
+	}
+	return gws
+}
+
+// markerMatches compares a marker with the attachment CHECK was given.
+func markerMatches(m *marker.Marker, att *attachment.Attachment) error {
+	want := att.IPStrings()
+	got := slices.Clone(m.IPs)
+	slices.Sort(want)
+	slices.Sort(got)
+	if !slices.Equal(want, got) {
+		return fmt.Errorf("marker has IPs %v, prevResult has %v", got, want)
+	}
+	return nil
+}
+
+// logged records a failure in the log file before it goes to the runtime.
+func logged(log *slog.Logger, err error) error {
+	log.Error("failed", "err", err)
+	return err
+}
