@@ -32,12 +32,12 @@ type NetConf struct {
 	types.NetConf
 
 	// Raw keys as written in the conflist.
-	TimeoutRaw string       `json:"timeout,omitempty"`
-	OnTimeout  string       `json:"onTimeout,omitempty"`
-	StateDir   string       `json:"stateDir,omitempty"`
-	LogFile    string       `json:"logFile,omitempty"`
-	Checks     []CheckConf  `json:"checks,omitempty"`
-	Status     *StatusConf  `json:"status,omitempty"`
+	TimeoutRaw string      `json:"timeout,omitempty"`
+	OnTimeout  string      `json:"onTimeout,omitempty"`
+	StateDir   string      `json:"stateDir,omitempty"`
+	LogFile    string      `json:"logFile,omitempty"`
+	Checks     []CheckConf `json:"checks,omitempty"`
+	Status     *StatusConf `json:"status,omitempty"`
 
 	// Timeout is TimeoutRaw parsed.
 	Timeout time.Duration `json:"-"`

@@ -1,0 +1,159 @@
+package config
+
+import (
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/google/go-cmp/cmp"
+)
+
+func conf(extra string) []byte {
+	s := `{"cniVersion":"1.1.0","name":"podnet","type":"netready"`
+	if extra != "" {
+		s += "," + extra
+	}
+	return []byte(s + "}")
+}
+
+func TestParseDefaults(t *testing.T) {
+	c, err := Parse(conf(""))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	type view struct {
+		Timeout   time.Duration
+		OnTimeout string
+		StateDir  string
+		LogFile   string
+		Checks    []CheckConf
+		Status    *StatusConf
+	}
+	want := view{
+		Timeout: 10 * time.Second, OnTimeout: "fail", StateDir: "/run/netready",
+		Checks: []CheckConf{{Kind: "address"}, {Kind: "route"}},
+	}
+	got := view{c.Timeout, c.OnTimeout, c.StateDir, c.LogFile, c.Checks, c.Status}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("defaults (-want +got):\n%s", diff)
+	}
+}
+
+func TestParseFull(t *testing.T) {
+	c, err := Parse(conf(`"timeout":"1500ms","onTimeout":"proceed","stateDir":"/tmp/x","logFile":"/tmp/x.log",
+		"checks":[{"kind":"gateway"},{"kind":"iptables","chain":"FWD","match":"{{.IP}}"},
+		{"kind":"nftables","table":"t","set":"pods"},{"kind":"file","preset":"calico"},
+		{"kind":"http","url":"unix:///run/a.sock","path":"/ready"}],
+		"status":{"ipam":"auto","agents":[{"kind":"file","path":"/run/hb","maxAge":"30s"}]}`))
+	if err != nil {
+		t.Fatalf("Parse: %v", err)
+	}
+	if c.Timeout != 1500*time.Millisecond || c.OnTimeout != "proceed" {
+		t.Errorf("timeout/onTimeout = %v/%q", c.Timeout, c.OnTimeout)
+	}
+	wantChecks := []CheckConf{
+		{Kind: "gateway"},
+		{Kind: "iptables", Table: "filter", Chain: "FWD", Match: "{{.IP}}"},
+		{Kind: "nftables", Family: "inet", Table: "t", Set: "pods"},
+		{Kind: "file", Preset: "calico", Path: DefaultCalicoStatusDir},
+		{Kind: "http", URL: "unix:///run/a.sock", Path: "/ready"},
+	}
+	if diff := cmp.Diff(wantChecks, c.Checks); diff != "" {
+		t.Errorf("checks (-want +got):\n%s", diff)
+	}
+	if !c.Status.IPAMAuto() || *c.Status.MinFree != 1 || c.Status.ConfDir != "/etc/cni/net.d" ||
+		c.Status.Agents[0].MaxAgeDuration != 30*time.Second {
+		t.Errorf("status = %+v", c.Status)
+	}
+	if !c.Checks[1].UsesIP() || c.Checks[2].UsesIP() {
+		t.Errorf("UsesIP: iptables=%v nftables=%v, want true false", c.Checks[1].UsesIP(), c.Checks[2].UsesIP())
+	}
+}
+
+func TestParseErrors(t *testing.T) {
+	tests := []struct {
+		name  string
+		extra string
+		want  []string // every fragment must be in the message
+	}{
+		{"unknown kind", `"checks":[{"kind":"ebpf"}]`, []string{`checks[0]`, `unknown check "kind" "ebpf"`}},
+		{"missing kind", `"checks":[{}]`, []string{`checks[0]`, `"kind" is required`}},
+		{"timeout not a duration", `"timeout":"ten"`, []string{`"timeout" "ten" is not a Go duration`}},
+		{"timeout zero", `"timeout":"0s"`, []string{`"timeout" "0s" must be > 0 and <= 5m`}},
+		{"timeout negative", `"timeout":"-1s"`, []string{`"timeout" "-1s" must be > 0`}},
+		{"timeout too long", `"timeout":"5m1s"`, []string{`"timeout" "5m1s" must be > 0 and <= 5m`}},
+		{"timeout empty", `"timeout":""`, []string{`"timeout" is empty`}},
+		{"timeout not a string", `"timeout":10`, []string{`cannot decode JSON`}},
+		{"bad onTimeout", `"onTimeout":"retry"`, []string{`"onTimeout" "retry" must be "fail" or "proceed"`}},
+		{"relative stateDir", `"stateDir":"run/netready"`, []string{`"stateDir" "run/netready" must be an absolute path`}},
+		{"relative logFile", `"logFile":"x.log"`, []string{`"logFile" "x.log" must be an absolute path`}},
+		{"unknown field in check", `"checks":[{"kind":"address","tabel":"x"}]`, []string{`checks[0]`, `unknown field "tabel"`}},
+		{"field of another kind", `"checks":[{"kind":"route","chain":"X"}]`, []string{`checks[0] (route)`, `"chain" does not apply to kind "route"`}},
+		{"iptables without chain", `"checks":[{"kind":"iptables","match":"x"}]`, []string{`"chain" is required`}},
+		{"nftables set and chain", `"checks":[{"kind":"nftables","table":"t","set":"s","chain":"c","match":"m"}]`, []string{`either "set" or "chain"`}},
+		{"nftables bad family", `"checks":[{"kind":"nftables","family":"ipx","table":"t","set":"s"}]`, []string{`"family" "ipx"`}},
+		{"file relative", `"checks":[{"kind":"file","path":"x"}]`, []string{`"path" "x" must be absolute`}},
+		{"file bad preset", `"checks":[{"kind":"file","preset":"cilium"}]`, []string{`"preset" "cilium" is unknown`}},
+		{"http not loopback", `"checks":[{"kind":"http","url":"http://10.0.0.1/x"}]`, []string{`must point at loopback`}},
+		{"http relative unix socket", `"checks":[{"kind":"http","url":"unix://run/a.sock"}]`, []string{`must be unix:///absolute/path.sock`}},
+		{"bad placeholder", `"checks":[{"kind":"iptables","chain":"C","match":"{{.PodIP}}"}]`, []string{`"match"`, `bad placeholder`}},
+		{"unknown status key", `"status":{"minimumFree":1}`, []string{`status`, `unknown field "minimumFree"`}},
+		{"status ipam not host-local", `"status":{"ipam":{"type":"dhcp"}}`, []string{`only "type": "host-local"`}},
+		{"status negative minFree", `"status":{"minFree":-1}`, []string{`"minFree" -1 must be >= 0`}},
+		{"status agent bad maxAge", `"status":{"agents":[{"kind":"file","path":"/x","maxAge":"soon"}]}`, []string{`agents[0]`, `"maxAge" "soon"`}},
+		{"every problem at once", `"timeout":"0s","onTimeout":"x","stateDir":"y"`, []string{`"timeout"`, `"onTimeout"`, `"stateDir"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(conf(tt.extra))
+			var e *types.Error
+			if !errors.As(err, &e) {
+				t.Fatalf("Parse = %v, want a CNI error", err)
+			}
+			if e.Code != types.ErrInvalidNetworkConfig {
+				t.Errorf("code = %d, want %d", e.Code, types.ErrInvalidNetworkConfig)
+			}
+			if strings.Contains(e.Msg, "\n") {
+				t.Errorf("message spans lines: %q", e.Msg)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(e.Msg, w) {
+					t.Errorf("message %q does not contain %q", e.Msg, w)
+				}
+			}
+		})
+	}
+}
+
+func TestParsePrevResult(t *testing.T) {
+	c, err := Parse(conf(""))
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.ParsePrevResult()
+	var e *types.Error
+	if !errors.As(err, &e) || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "chained plugin") {
+		t.Errorf("ParsePrevResult without prevResult = %v, want code 7 naming a chained plugin", err)
+	}
+}
+
+func TestExpand(t *testing.T) {
+	p := Placeholders{IP: "10.1.0.5", ContainerID: "abc", IfName: "eth0", Network: "podnet",
+		PodNamespace: "default", PodName: "web-0", PodUID: "u-1"}
+	tests := []struct{ in, want string }{
+		{"plain", "plain"},
+		{"-s {{.IP}}/32 -j ACCEPT", "-s 10.1.0.5/32 -j ACCEPT"},
+		{"{{ .PodNamespace }}/{{.PodName}} {{.PodUID}} {{.ContainerID}} {{.IfName}} {{.Network}}", "default/web-0 u-1 abc eth0 podnet"},
+	}
+	for _, tt := range tests {
+		got, err := Expand(tt.in, p)
+		if err != nil {
+			t.Errorf("Expand(%q): %v", tt.in, err)
+		}
+		if diff := cmp.Diff(tt.want, got); diff != "" {
+			t.Errorf("Expand(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}

@@ -1,0 +1,184 @@
+package marker
+
+import (
+	"encoding/json"
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/attachment"
+)
+
+func sample() *Marker {
+	created := time.Date(2026, 11, 21, 12, 0, 0, 1, time.UTC)
+	ready := created.Add(250 * time.Millisecond)
+	return &Marker{
+		Version: Version, Network: "podnet", ContainerID: "4f1c", IfName: "eth0",
+		NetNS: "/var/run/netns/cni-1", Pod: attachment.Pod{Namespace: "default", Name: "web-0", UID: "u-1"},
+		IPs: []string{"10.1.0.5/24"}, State: StateReady,
+		CreatedAt: Time{created}, ReadyAt: &Time{ready}, WaitedMs: 250,
+		Checks: []CheckResult{{Kind: "route", Target: "10.1.0.5", Ready: true, WaitedMs: 3}},
+	}
+}
+
+func TestWriteReadFormat(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	m := sample()
+	if err := s.Write(m); err != nil {
+		t.Fatalf("Write: %v", err)
+	}
+	path := filepath.Join(s.Dir, "podnet", "4f1c_eth0.json")
+	info, err := os.Stat(path)
+	if err != nil {
+		t.Fatalf("marker not at %s: %v", path, err)
+	}
+	if info.Mode().Perm() != 0o644 {
+		t.Errorf("mode = %v, want 0644", info.Mode().Perm())
+	}
+	raw, _ := os.ReadFile(path)
+	var fields map[string]any
+	if err := json.Unmarshal(raw, &fields); err != nil {
+		t.Fatal(err)
+	}
+	wantFields := map[string]any{
+		"version": 1.0, "network": "podnet", "containerID": "4f1c", "ifName": "eth0",
+		"netns": "/var/run/netns/cni-1",
+		"pod":   map[string]any{"namespace": "default", "name": "web-0", "uid": "u-1"},
+		"ips":   []any{"10.1.0.5/24"}, "state": "ready",
+		"createdAt": "2026-11-21T12:00:00.000000001Z", "readyAt": "2026-11-21T12:00:00.250000001Z",
+		"waitedMs": 250.0,
+		"checks":   []any{map[string]any{"kind": "route", "target": "10.1.0.5", "ready": true, "waitedMs": 3.0}},
+	}
+	if diff := cmp.Diff(wantFields, fields); diff != "" {
+		t.Errorf("marker JSON (-want +got):\n%s", diff)
+	}
+	got, err := s.Read(Key{"podnet", "4f1c", "eth0"})
+	if err != nil {
+		t.Fatalf("Read: %v", err)
+	}
+	if diff := cmp.Diff(m, got, cmp.Comparer(func(a, b Time) bool { return a.Equal(b.Time) })); diff != "" {
+		t.Errorf("round trip (-want +got):\n%s", diff)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	if len(entries) != 1 {
+		t.Errorf("folder holds %d entries, want only the marker (no temp files)", len(entries))
+	}
+}
+
+func TestHostileNamesRefused(t *testing.T) {
+	base := t.TempDir()
+	s := Store{Dir: filepath.Join(base, "state")}
+	tests := []struct {
+		name string
+		key  Key
+		want string
+	}{
+		{"container ID climbs", Key{"podnet", "../../escape", "eth0"}, "container ID"},
+		{"container ID with slash", Key{"podnet", "a/b", "eth0"}, "container ID"},
+		{"ifName climbs", Key{"podnet", "abc", ".."}, "interface name"},
+		{"ifName with slash", Key{"podnet", "abc", "../x"}, "interface name"},
+		{"network climbs", Key{"../net", "abc", "eth0"}, "network name"},
+		{"empty container ID", Key{"podnet", "", "eth0"}, "container ID"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sample()
+			m.Network, m.ContainerID, m.IfName = tt.key.Network, tt.key.ContainerID, tt.key.IfName
+			err := s.Write(m)
+			if err == nil || !strings.Contains(err.Error(), tt.want) || !strings.Contains(err.Error(), "refusing") {
+				t.Errorf("Write = %v, want a refusal naming the %s", err, tt.want)
+			}
+			if err := s.Remove(tt.key); err == nil {
+				t.Errorf("Remove accepted %+v", tt.key)
+			}
+		})
+	}
+	var files []string
+	filepath.WalkDir(base, func(p string, d fs.DirEntry, _ error) error {
+		if !d.IsDir() {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if len(files) != 0 {
+		t.Errorf("hostile names wrote files: %v", files)
+	}
+}
+
+func TestRemove(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	k := Key{"podnet", "4f1c", "eth0"}
+	if err := s.Remove(k); err != nil {
+		t.Errorf("Remove of nothing = %v, want nil", err)
+	}
+	if err := s.Write(sample()); err != nil {
+		t.Fatal(err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := s.Remove(k); err != nil {
+			t.Errorf("Remove #%d = %v", i+1, err)
+		}
+	}
+	if _, err := s.Read(k); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Read after Remove = %v, want not exist", err)
+	}
+}
+
+func TestGC(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	write := func(network, cid, ifName string) {
+		m := sample()
+		m.Network, m.ContainerID, m.IfName = network, cid, ifName
+		if err := s.Write(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("podnet", "keep", "eth0")
+	write("podnet", "keep", "net1") // same container, other interface: not kept
+	write("podnet", "gone", "eth0")
+	write("othernet", "gone", "eth0")
+	dir := filepath.Join(s.Dir, "podnet")
+	now := time.Now()
+	stale := filepath.Join(dir, tmpPrefix+"crashed.json.123")
+	fresh := filepath.Join(dir, tmpPrefix+"writing.json.456")
+	for _, p := range []string{stale, fresh} {
+		os.WriteFile(p, []byte("{"), 0o644)
+	}
+	os.Chtimes(stale, now.Add(-time.Hour), now.Add(-time.Hour))
+	os.WriteFile(filepath.Join(dir, "README"), []byte("not ours"), 0o644)
+
+	removed, err := s.GC("podnet", []Key{{"podnet", "keep", "eth0"}}, now)
+	if err != nil {
+		t.Fatalf("GC: %v", err)
+	}
+	slices.Sort(removed)
+	want := []string{tmpPrefix + "crashed.json.123", "gone_eth0.json", "keep_net1.json"}
+	if diff := cmp.Diff(want, removed); diff != "" {
+		t.Errorf("removed (-want +got):\n%s", diff)
+	}
+	var left []string
+	for _, d := range []string{"podnet", "othernet"} {
+		es, _ := os.ReadDir(filepath.Join(s.Dir, d))
+		for _, e := range es {
+			left = append(left, d+"/"+e.Name())
+		}
+	}
+	slices.Sort(left)
+	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + tmpPrefix + "writing.json.456", "podnet/README", "podnet/keep_eth0.json"}
+	if diff := cmp.Diff(wantLeft, left); diff != "" {
+		t.Errorf("left (-want +got):\n%s", diff)
+	}
+	if _, err := s.GC("../x", nil, now); err == nil {
+		t.Errorf("GC accepted a hostile network name")
+	}
+	if removed, err := s.GC("nothing-here", nil, now); err != nil || len(removed) != 0 {
+		t.Errorf("GC of a network without markers = %v, %v", removed, err)
+	}
+}

@@ -1,0 +1,181 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"net"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+	current "github.com/containernetworking/cni/pkg/types/100"
+	"github.com/google/go-cmp/cmp"
+)
+
+// prevResult100 is a 1.0.0 result for one pod IP on eth0.
+func prevResult100(ip, gw, nsPath string) []byte {
+	return []byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","mac":"02:00:00:00:00:01","sandbox":"` + nsPath + `"}],` +
+		`"ips":[{"address":"` + ip + `","gateway":"` + gw + `","interface":0}],"dns":{}}`)
+}
+
+// TestAddWithoutPrevResult: netready is only a chained plugin.
+func TestAddWithoutPrevResult(t *testing.T) {
+	n := newNet(t, "bridge.conflist", nil)
+	_, e := invoke(t, "ADD", n.pluginConf(nil), "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/none")
+	if e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "chained plugin") {
+		t.Errorf("ADD without prevResult = %+v, want code 7 about a chained plugin", e)
+	}
+}
+
+// TestInvalidConfigThroughLibcni: a bad key fails the chain with code 7
+// naming the key.
+func TestInvalidConfigThroughLibcni(t *testing.T) {
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
+		n.Netready()["timeout"] = "10 minutes"
+		n.Netready()["checks"] = []any{map[string]any{"kind": "bgp"}}
+	})
+	cni, list := n.libcni()
+	err := cni.GetStatusNetworkList(context.Background(), list)
+	if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `"timeout" "10 minutes"`) ||
+		!strings.Contains(err.Error(), `unknown check "kind" "bgp"`) {
+		t.Errorf("STATUS with a bad config = %v (code %d), want code 7 naming timeout and the kind", err, cniCode(err))
+	}
+}
+
+// TestPrevResultPassThrough: ADD prints prevResult unchanged, for every
+// supported version (libcni hands prevResult over in the conf's version).
+func TestPrevResultPassThrough(t *testing.T) {
+	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
+		t.Run(v, func(t *testing.T) {
+			n := newNet(t, "bridge.conflist", func(n *testNet, list map[string]any) {
+				list["cniVersion"] = v
+				n.Netready()["checks"] = []any{}
+			})
+			var res current.Result
+			json.Unmarshal(prevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x"), &res)
+			res.Routes = []*types.Route{{Dst: mustCIDR(t, "10.200.0.0/16")}}
+			res.DNS = types.DNS{Nameservers: []string{"10.200.1.53"}}
+			conv, err := res.GetAsVersion(v)
+			if err != nil {
+				t.Fatal(err)
+			}
+			prev, _ := json.Marshal(conv)
+			out, e := invoke(t, "ADD", n.pluginConf(prev), "CNI_CONTAINERID=pass-"+strings.ReplaceAll(v, ".", ""), "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
+			if e != nil {
+				t.Fatalf("ADD: %+v", e)
+			}
+			var want, got map[string]any
+			json.Unmarshal(prev, &want)
+			json.Unmarshal([]byte(out), &got)
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("printed result differs from prevResult (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func mustCIDR(t *testing.T, s string) net.IPNet {
+	t.Helper()
+	_, n, err := net.ParseCIDR(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return *n
+}
+
+// TestHostileIdentifiers: a container ID or interface name that climbs out
+// of the state folder is refused and nothing is written.
+func TestHostileIdentifiers(t *testing.T) {
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) { n.Netready()["checks"] = []any{} })
+	prev := prevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x")
+	for _, tc := range []struct{ cid, ifName string }{
+		{"../../../../tmp/escape", "eth0"}, {"ok", "../x"}, {"ok", ".."}, {"a/b", "eth0"},
+	} {
+		_, e := invoke(t, "ADD", n.pluginConf(prev), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName, "CNI_NETNS=/var/run/netns/x")
+		if e == nil {
+			t.Errorf("ADD with containerID %q ifName %q succeeded", tc.cid, tc.ifName)
+			continue
+		}
+		if !strings.Contains(e.Msg, "containerID") && !strings.Contains(e.Msg, "interface name") {
+			t.Errorf("ADD with containerID %q ifName %q: %q does not say which", tc.cid, tc.ifName, e.Msg)
+		}
+		if _, e := invoke(t, "DEL", n.pluginConf(nil), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName); e == nil {
+			t.Errorf("DEL with containerID %q ifName %q succeeded", tc.cid, tc.ifName)
+		}
+	}
+	var files []string
+	filepath.Walk(n.StateDir, func(p string, info os.FileInfo, _ error) error {
+		if info != nil && !info.IsDir() && !strings.HasSuffix(p, ".log") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if _, err := os.Stat("/tmp/escape_eth0.json"); err == nil || len(files) > 0 {
+		t.Errorf("hostile identifiers wrote %v", files)
+	}
+}
+
+// TestNetnsGoneFailsAtOnce: a check that can never succeed fails ADD at
+// once, naming the check, instead of waiting out the timeout.
+func TestNetnsGoneFailsAtOnce(t *testing.T) {
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) { n.Netready()["timeout"] = "30s" })
+	gone := "/var/run/netns/nr-gone-" + randomHex(3)
+	start := time.Now()
+	_, e := invoke(t, "ADD", n.pluginConf(prevResult100("10.200.1.5/24", "10.200.1.1", gone)),
+		"CNI_CONTAINERID=gone", "CNI_IFNAME=eth0", "CNI_NETNS="+gone)
+	if e == nil || !strings.Contains(e.Msg, "check address 10.200.1.5") || !strings.Contains(e.Msg, gone) {
+		t.Errorf("ADD into a missing netns = %+v, want a failure naming the address check and the netns", e)
+	}
+	if time.Since(start) > 10*time.Second {
+		t.Errorf("ADD waited %s for a check that can never succeed", time.Since(start))
+	}
+}
+
+// TestIPv6DAD: the address check waits while an IPv6 address is tentative,
+// and fails at once when duplicate address detection fails.
+func TestIPv6DAD(t *testing.T) {
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
+		n.Netready()["timeout"] = "20s"
+	})
+	pod, peer := newNS(t), newNS(t)
+	mustRun(t, "ip", "-n", nsName(pod), "link", "add", "eth0", "type", "veth", "peer", "name", "peer0", "netns", nsName(peer))
+	mustRun(t, "ip", "-n", nsName(peer), "link", "set", "peer0", "up")
+	mustRun(t, "ip", "-n", nsName(pod), "link", "set", "eth0", "up")
+	ip6 := strings.TrimSuffix(n.Subnet6, "/64") + "5"
+	prev := []byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"` + pod.Path() + `"}],` +
+		`"ips":[{"address":"` + ip6 + `/64","interface":0}]}`)
+
+	t.Run("tentative, then ready", func(t *testing.T) {
+		mustRun(t, "ip", "-n", nsName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
+		if !strings.Contains(mustRun(t, "ip", "-n", nsName(pod), "-6", "addr", "show", "dev", "eth0"), "tentative") {
+			t.Fatal("the kernel finished DAD before ADD ran; the test cannot prove the wait")
+		}
+		_, e := invoke(t, "ADD", n.pluginConf(prev), "CNI_CONTAINERID=dad-ok", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
+		if e != nil {
+			t.Fatalf("ADD: %+v", e)
+		}
+		m := n.readMarker("dad-ok", "eth0")
+		if m.State != "ready" || m.Checks[0].WaitedMs < 100 {
+			t.Errorf("marker %s, address waitedMs %d: want ready after DAD", m.State, m.Checks[0].WaitedMs)
+		}
+		mustRun(t, "ip", "-n", nsName(pod), "addr", "del", ip6+"/64", "dev", "eth0")
+	})
+	t.Run("duplicate", func(t *testing.T) {
+		mustRun(t, "ip", "-n", nsName(peer), "addr", "add", ip6+"/64", "dev", "peer0", "nodad")
+		mustRun(t, "ip", "-n", nsName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
+		start := time.Now()
+		_, e := invoke(t, "ADD", n.pluginConf(prev), "CNI_CONTAINERID=dad-dup", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
+		if e == nil || !strings.Contains(e.Msg, "duplicate address detection failed") || !strings.Contains(e.Msg, "check address "+ip6) {
+			t.Errorf("ADD with a duplicate address = %+v, want a DAD failure naming the check", e)
+		}
+		if time.Since(start) > 15*time.Second {
+			t.Errorf("ADD took %s; a DAD failure should end it at once", time.Since(start))
+		}
+	})
+}

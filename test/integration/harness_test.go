@@ -1,0 +1,349 @@
+//go:build integration
+
+// Package integration drives the real netready binary through the real CNI
+// reference plugins, cnitool and libcni, in network namespaces made for
+// each test. It needs root and the binaries that `make test` builds.
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+	"github.com/containernetworking/plugins/pkg/testutils"
+
+	"github.com/netready/netready/pkg/marker"
+)
+
+var (
+	binDir    string // netready binaries
+	cniBinDir string // reference plugins and cnitool
+	// pluginPath holds both, as CNI_PATH.
+	pluginPath string
+)
+
+// sysctls that bridge (isGateway) and ptp switch on; restored after the run.
+var forwardingSysctls = []string{
+	"/proc/sys/net/ipv4/ip_forward",
+	"/proc/sys/net/ipv6/conf/all/forwarding",
+	"/proc/sys/net/ipv6/conf/default/forwarding",
+}
+
+func TestMain(m *testing.M) { os.Exit(run(m)) }
+
+func run(m *testing.M) int {
+	binDir, cniBinDir = os.Getenv("NETREADY_BIN"), os.Getenv("NETREADY_CNI_BIN")
+	if binDir == "" || cniBinDir == "" {
+		fmt.Fprintln(os.Stderr, "integration: NETREADY_BIN and NETREADY_CNI_BIN must name the built binaries; run `make test`")
+		return 1
+	}
+	if os.Geteuid() != 0 {
+		fmt.Fprintln(os.Stderr, "integration: these tests need root (network namespaces, iptables)")
+		return 1
+	}
+	for _, p := range []string{filepath.Join(binDir, "netready"), filepath.Join(cniBinDir, "bridge"), filepath.Join(cniBinDir, "cnitool")} {
+		if _, err := os.Stat(p); err != nil {
+			fmt.Fprintf(os.Stderr, "integration: %v; run `make test`\n", err)
+			return 1
+		}
+	}
+	pluginPath = binDir + ":" + cniBinDir
+
+	saved := map[string][]byte{}
+	for _, p := range forwardingSysctls {
+		if v, err := os.ReadFile(p); err == nil {
+			saved[p] = v
+		}
+	}
+	defer func() {
+		for p, v := range saved {
+			if err := os.WriteFile(p, v, 0o644); err != nil {
+				fmt.Fprintf(os.Stderr, "integration: cannot restore %s: %v\n", p, err)
+			}
+		}
+	}()
+	// cnitool caches results in /var/lib/cni; leave no trace if it was absent.
+	if _, err := os.Stat("/var/lib/cni"); errors.Is(err, os.ErrNotExist) {
+		defer os.RemoveAll("/var/lib/cni")
+	}
+	return m.Run()
+}
+
+// testNet is one test's network: a conflist from conflists/ with names,
+// subnets and folders made unique to the test.
+type testNet struct {
+	t        *testing.T
+	Name     string
+	ConfDir  string
+	StateDir string
+	LogFile  string
+	Bridge   string
+	Subnet   string // 10.200.N.0/24
+	Prefix   string // 10.200.N.
+	Subnet6  string
+	Cache    string // libcni cache folder
+	List     map[string]any
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// newNet loads conflists/<file>, makes it unique, lets edit change it, writes
+// it and arms the network safety rules: no forwarding out of the subnet.
+func newNet(t *testing.T, file string, edit func(n *testNet, list map[string]any)) *testNet {
+	t.Helper()
+	raw, err := os.ReadFile(filepath.Join("..", "..", "conflists", file))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var list map[string]any
+	if err := json.Unmarshal(raw, &list); err != nil {
+		t.Fatalf("%s: %v", file, err)
+	}
+	id := randomHex(3)
+	third := 100 + int(hexByte(id))%150
+	n := &testNet{
+		t: t, Name: "nr-" + id, ConfDir: t.TempDir(), StateDir: t.TempDir(),
+		Bridge: "nr" + id, Cache: t.TempDir(),
+		Subnet: fmt.Sprintf("10.200.%d.0/24", third), Prefix: fmt.Sprintf("10.200.%d.", third),
+		Subnet6: fmt.Sprintf("fd00:10:200:%d::/64", third),
+		List:    list,
+	}
+	n.LogFile = filepath.Join(n.StateDir, "netready.log")
+	list["name"] = n.Name
+	ipamDir := t.TempDir()
+	for _, p := range plugins(list) {
+		switch p["type"] {
+		case "bridge":
+			p["bridge"] = n.Bridge
+		case "netready":
+			p["stateDir"] = n.StateDir
+			p["logFile"] = n.LogFile
+		}
+		if ipam, ok := p["ipam"].(map[string]any); ok {
+			ipam["dataDir"] = ipamDir
+			var ranges []any
+			for _, r := range ipam["ranges"].([]any) {
+				sub := r.([]any)[0].(map[string]any)["subnet"].(string)
+				s := n.Subnet
+				if strings.Contains(sub, ":") {
+					s = n.Subnet6
+				}
+				ranges = append(ranges, []any{map[string]any{"subnet": s}})
+			}
+			ipam["ranges"] = ranges
+		}
+	}
+	if edit != nil {
+		edit(n, list)
+	}
+	n.write()
+	guardForwarding(t, n.Subnet)
+	t.Cleanup(func() {
+		if out, err := exec.Command("ip", "link", "del", n.Bridge).CombinedOutput(); err != nil &&
+			!strings.Contains(string(out), "Cannot find device") {
+			t.Logf("cleanup: ip link del %s: %v %s", n.Bridge, err, out)
+		}
+		if t.Failed() {
+			if log, err := os.ReadFile(n.LogFile); err == nil {
+				t.Logf("netready log:\n%s", log)
+			}
+		}
+	})
+	return n
+}
+
+func hexByte(s string) byte {
+	b, _ := hex.DecodeString(s[:2])
+	return b[0]
+}
+
+func plugins(list map[string]any) []map[string]any {
+	var out []map[string]any
+	for _, p := range list["plugins"].([]any) {
+		out = append(out, p.(map[string]any))
+	}
+	return out
+}
+
+// Netready returns the netready entry of the conflist.
+func (n *testNet) Netready() map[string]any {
+	for _, p := range plugins(n.List) {
+		if p["type"] == "netready" {
+			return p
+		}
+	}
+	n.t.Fatal("conflist has no netready entry")
+	return nil
+}
+
+func (n *testNet) write() {
+	data, _ := json.MarshalIndent(n.List, "", "  ")
+	if err := os.WriteFile(filepath.Join(n.ConfDir, n.Name+".conflist"), data, 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// guardForwarding drops anything forwarded from the test subnet to outside
+// it, before any pod exists (TESTBED network safety).
+func guardForwarding(t *testing.T, subnet string) {
+	t.Helper()
+	rule := []string{"FORWARD", "-s", subnet, "!", "-d", subnet, "-j", "DROP"}
+	if out, err := exec.Command("iptables", append([]string{"-w", "5", "-I"}, rule...)...).CombinedOutput(); err != nil {
+		t.Fatalf("iptables guard: %v %s", err, out)
+	}
+	t.Cleanup(func() {
+		if out, err := exec.Command("iptables", append([]string{"-w", "5", "-D"}, rule...)...).CombinedOutput(); err != nil {
+			t.Errorf("removing iptables guard: %v %s", err, out)
+		}
+	})
+}
+
+// newNS makes a pod netns that the test removes.
+func newNS(t *testing.T) ns.NetNS {
+	t.Helper()
+	netns, err := testutils.NewNS()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		netns.Close()
+		if err := testutils.UnmountNS(netns); err != nil {
+			t.Errorf("unmount netns: %v", err)
+		}
+	})
+	return netns
+}
+
+// cnitool runs the real cnitool; extra are KEY=VALUE settings.
+func (n *testNet) cnitool(verb, nsPath string, extra ...string) (string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(cniBinDir, "cnitool"), verb, n.Name, nsPath)
+	cmd.Env = append(os.Environ(), "NETCONFPATH="+n.ConfDir, "CNI_PATH="+pluginPath)
+	cmd.Env = append(cmd.Env, extra...)
+	var stdout, stderr bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &stdout, &stderr
+	err := cmd.Run()
+	if err != nil {
+		return stdout.String(), fmt.Errorf("cnitool %s: %v: %s%s", verb, err, stdout.String(), stderr.String())
+	}
+	return stdout.String(), nil
+}
+
+// add runs cnitool add and arranges a DEL at cleanup, so nothing leaks
+// when the test fails half-way.
+func (n *testNet) add(nsPath string, extra ...string) (string, error) {
+	n.t.Cleanup(func() { n.cnitool("del", nsPath, extra...) })
+	return n.cnitool("add", nsPath, extra...)
+}
+
+// containerID is the ID cnitool gives a netns path.
+func containerID(nsPath string) string {
+	s := sha512.Sum512([]byte(nsPath))
+	return fmt.Sprintf("cnitool-%x", s[:10])
+}
+
+func (n *testNet) markerPath(cid, ifName string) string {
+	return filepath.Join(n.StateDir, n.Name, cid+"_"+ifName+".json")
+}
+
+func (n *testNet) readMarker(cid, ifName string) *marker.Marker {
+	n.t.Helper()
+	m, err := marker.ReadFile(n.markerPath(cid, ifName))
+	if err != nil {
+		n.t.Fatalf("marker: %v", err)
+	}
+	return m
+}
+
+// libcni gives the CNI error codes that cnitool does not print.
+func (n *testNet) libcni() (*libcni.CNIConfig, *libcni.NetworkConfigList) {
+	n.t.Helper()
+	data, _ := json.Marshal(n.List)
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return libcni.NewCNIConfigWithCacheDir(strings.Split(pluginPath, ":"), n.Cache, nil), list
+}
+
+// cniCode returns the code of a CNI error, or 0.
+func cniCode(err error) uint {
+	var e *types.Error
+	if errors.As(err, &e) {
+		return e.Code
+	}
+	return 0
+}
+
+// invoke runs the netready binary directly, as a runtime would.
+func invoke(t *testing.T, command string, stdin []byte, env ...string) (string, *types.Error) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "netready"))
+	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + pluginPath}, env...)
+	cmd.Stdin = bytes.NewReader(stdin)
+	var stdout bytes.Buffer
+	cmd.Stdout = &stdout
+	err := cmd.Run()
+	if err == nil {
+		return stdout.String(), nil
+	}
+	var e types.Error
+	if jerr := json.Unmarshal(stdout.Bytes(), &e); jerr != nil {
+		t.Fatalf("netready %s failed (%v) without a CNI error on stdout: %q", command, err, stdout.String())
+	}
+	return stdout.String(), &e
+}
+
+// run runs a command and fails the test if it fails.
+func mustRun(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	out, err := exec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// nsName is the name `ip -n` knows a test netns by.
+func nsName(netns ns.NetNS) string {
+	return filepath.Base(netns.Path())
+}
+
+// pluginConf is the netready entry as libcni hands it to the plugin, with
+// prevResult (a JSON object) if given.
+func (n *testNet) pluginConf(prevResult []byte) []byte {
+	n.t.Helper()
+	conf := map[string]any{"cniVersion": n.List["cniVersion"], "name": n.Name}
+	for k, v := range n.Netready() {
+		conf[k] = v
+	}
+	if prevResult != nil {
+		conf["prevResult"] = json.RawMessage(prevResult)
+	}
+	data, err := json.Marshal(conf)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return data
+}
