@@ -28,13 +28,13 @@ unit:
 	$(GO) test -count=1 ./...
 
 integration:
-	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) \
+	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic)' ; \
 	  exit $${PIPESTATUS[0]}
 
 bench: deps tools build
-	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) \
+	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 30m ./test/integration/...
 
 lint:

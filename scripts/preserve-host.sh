@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Runs a command, then puts back what it may have left on the host even when
+# it died half-way (a Go panic skips every t.Cleanup and TestMain's own
+# restore): forwarding sysctls, cnitool's /var/lib/cni cache, and netns,
+# links and FORWARD guard rules that appeared during the run with the test
+# prefixes (netns cnitest-*, links nr<hex>, rules on 10.200.0.0/16).
+set -uo pipefail
+sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv6.conf.default.forwarding)
+declare -A saved
+for s in "${sysctls[@]}"; do saved[$s]=$(sysctl -n "$s"); done
+had_cache=0; [ -e /var/lib/cni ] && had_cache=1
+netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
+links_before=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1)
+rules_before=$(iptables -w 5 -S FORWARD 2>/dev/null)
+
+restore() {
+  rc=$?
+  for s in "${sysctls[@]}"; do sysctl -qw "$s=${saved[$s]}"; done
+  [ $had_cache = 0 ] && rm -rf /var/lib/cni
+  for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(cnitest-|nr)'); do
+    grep -qx "$ns" <<<"$netns_before" || { echo "preserve-host: removing leftover netns $ns"; ip netns del "$ns"; }
+  done
+  for l in $(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1 | grep -E '^nr[0-9a-f]{6}$'); do
+    grep -qx "$l" <<<"$links_before" || { echo "preserve-host: removing leftover link $l"; ip link del "$l"; }
+  done
+  iptables -w 5 -S FORWARD 2>/dev/null | grep -- '-s 10\.200\.' | while read -r rule; do
+    grep -qxF -- "$rule" <<<"$rules_before" && continue
+    echo "preserve-host: removing leftover rule $rule"
+    eval "iptables -w 5 ${rule/-A /-D }"
+  done
+  exit $rc
+}
+trap restore EXIT
+"$@"
