@@ -7,8 +7,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"net"
+	"os/exec"
+	"path/filepath"
+	"strings"
 	"sync"
+	"time"
+
+	"github.com/coreos/go-iptables/iptables"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -53,6 +60,10 @@ type Env struct {
 	mu     sync.Mutex
 	pod    *netlinksafe.Handle
 	podErr error
+	ipt    map[iptables.Protocol]*iptables.IPTables
+
+	nftOnce sync.Once
+	isNFT   bool
 }
 
 // NewEnv returns an Env for a pod whose netns is at nsPath.
@@ -85,6 +96,44 @@ func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 	}
 	e.pod = &h
 	return e.pod, nil
+}
+
+// IPTables returns an iptables (or ip6tables) runner whose xtables lock wait
+// ends with ctx's deadline.
+func (e *Env) IPTables(ctx context.Context, proto iptables.Protocol) (*iptables.IPTables, error) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if ipt := e.ipt[proto]; ipt != nil {
+		return ipt, nil
+	}
+	wait := 1
+	if d, ok := ctx.Deadline(); ok {
+		wait = max(1, int(math.Ceil(time.Until(d).Seconds())))
+	}
+	ipt, err := iptables.New(iptables.IPFamily(proto), iptables.Timeout(wait))
+	if err != nil {
+		return nil, fmt.Errorf("iptables: %w", err)
+	}
+	if e.ipt == nil {
+		e.ipt = map[iptables.Protocol]*iptables.IPTables{}
+	}
+	e.ipt[proto] = ipt
+	return ipt, nil
+}
+
+// iptablesIsNFT reports whether iptables is the nf_tables variant
+// (xtables-nft-multi), whose changes raise nftables notifications.
+func (e *Env) iptablesIsNFT() bool {
+	e.nftOnce.Do(func() {
+		path, err := exec.LookPath("iptables")
+		if err != nil {
+			return
+		}
+		if real, err := filepath.EvalSymlinks(path); err == nil {
+			e.isNFT = strings.Contains(filepath.Base(real), "nft")
+		}
+	})
+	return e.isNFT
 }
 
 // Close releases the handles.

@@ -1,13 +1,283 @@
 package checks
 
 import (
+	"bytes"
+	"context"
+	"errors"
 	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/coreos/go-iptables/iptables"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/watch"
 )
 
 // buildPolicy makes the checks of agent-programmed state.
 func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]Check, error) {
-	return nil, fmt.Errorf("check kind %q is not implemented", cc.Kind)
+	switch cc.Kind {
+	case config.KindIPTables:
+		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
+			match, err := config.Expand(cc.Match, p)
+			if err != nil {
+				return nil, err
+			}
+			proto := iptables.ProtocolIPv4
+			if ip := net.ParseIP(p.IP); (ip != nil && ip.To4() == nil) || (ip == nil && !hasIPv4(att)) {
+				proto = iptables.ProtocolIPv6
+			}
+			return &iptablesCheck{env: env, proto: proto, table: cc.Table, chain: cc.Chain, match: match}, nil
+		})
+	case config.KindNFTables:
+		return buildNFTables(cc, att, env)
+	case config.KindFile:
+		if cc.Preset == config.PresetCalico {
+			c, err := calicoCheck(cc.Path, att)
+			if err != nil {
+				return nil, err
+			}
+			return []Check{c}, nil
+		}
+		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
+			path, err := config.Expand(cc.Path, p)
+			if err != nil {
+				return nil, err
+			}
+			contains, err := config.Expand(cc.Contains, p)
+			if err != nil {
+				return nil, err
+			}
+			if !filepath.IsAbs(path) {
+				return nil, never("path %q is not absolute once expanded", path)
+			}
+			return &fileCheck{kind: config.KindFile, path: filepath.Clean(path), contains: contains}, nil
+		})
+	case config.KindHTTP:
+		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
+			raw, err := config.Expand(cc.URL, p)
+			if err != nil {
+				return nil, err
+			}
+			path, err := config.Expand(cc.Path, p)
+			if err != nil {
+				return nil, err
+			}
+			return newHTTPCheck(raw, path)
+		})
+	}
+	return nil, fmt.Errorf("unknown check kind %q", cc.Kind)
+}
+
+func hasIPv4(att *attachment.Attachment) bool {
+	for _, ip := range att.IPs {
+		if ip.Address.IP.To4() != nil {
+			return true
+		}
+	}
+	return len(att.IPs) == 0
+}
+
+// iptablesCheck: a rule of table/chain contains match.
+type iptablesCheck struct {
+	env                 *Env
+	proto               iptables.Protocol
+	table, chain, match string
+}
+
+func (c *iptablesCheck) Kind() string { return config.KindIPTables }
+
+func (c *iptablesCheck) Target() string {
+	cmd := "iptables"
+	if c.proto == iptables.ProtocolIPv6 {
+		cmd = "ip6tables"
+	}
+	return fmt.Sprintf("%s %s/%s contains %q", cmd, c.table, c.chain, c.match)
+}
+
+// Sources: with the nf_tables backend, iptables rules are nftables objects
+// and their changes arrive as nftables notifications; the legacy backend
+// has no events, so the check is polled.
+func (c *iptablesCheck) Sources() []watch.Source {
+	if c.env.iptablesIsNFT() {
+		return []watch.Source{{Kind: watch.NFTables}}
+	}
+	return nil
+}
+
+func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
+	ipt, err := c.env.IPTables(ctx, c.proto)
+	if err != nil {
+		return false, err.Error(), nil
+	}
+	rules, err := ipt.List(c.table, c.chain)
+	if err != nil {
+		var e *iptables.Error
+		if errors.As(err, &e) && e.IsNotExist() {
+			return false, fmt.Sprintf("chain %s/%s does not exist (yet)", c.table, c.chain), nil
+		}
+		return false, fmt.Sprintf("cannot list %s/%s: %v", c.table, c.chain, strings.TrimSpace(err.Error())), nil
+	}
+	for _, r := range rules {
+		if strings.Contains(r, c.match) {
+			return true, "", nil
+		}
+	}
+	return false, "no rule matches yet", nil
+}
+
+// fileCheck: path exists and, if set, contains the text.
+type fileCheck struct {
+	kind     string
+	path     string
+	contains string
+}
+
+// maxFileRead bounds how much of a status file is read.
+const maxFileRead = 1 << 20
+
+func (c *fileCheck) Kind() string { return c.kind }
+
+func (c *fileCheck) Target() string {
+	if c.contains != "" {
+		return fmt.Sprintf("%s contains %q", c.path, c.contains)
+	}
+	return c.path
+}
+
+func (c *fileCheck) Sources() []watch.Source {
+	return []watch.Source{{Kind: watch.Dir, Path: filepath.Dir(c.path)}}
+}
+
+func (c *fileCheck) Probe(context.Context) (bool, string, error) {
+	f, err := os.Open(c.path)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, "file does not exist (yet)", nil
+	}
+	if err != nil {
+		return false, err.Error(), nil
+	}
+	defer f.Close()
+	if c.contains == "" {
+		return true, "", nil
+	}
+	data, err := io.ReadAll(io.LimitReader(f, maxFileRead))
+	if err != nil {
+		return false, err.Error(), nil
+	}
+	if !bytes.Contains(data, []byte(c.contains)) {
+		return false, "file does not contain the text yet", nil
+	}
+	return true, "", nil
+}
+
+// calicoCheck waits for the file that Calico's Felix writes into its
+// endpoint-status folder once a workload endpoint's dataplane (routes and
+// policy) is programmed; Calico's own CNI plugin waits for the same file
+// when policy_setup_timeout_seconds is set (Calico 3.28+).
+//
+// Name, from projectcalico/calico:
+//   - libcalico-go/lib/names/workloadendpointstatus.go,
+//     WorkloadEndpointKeyToStatusFilename: the orchestrator ID, workload ID
+//     and endpoint ID, each url.PathEscape'd, joined by single spaces;
+//   - cni-plugin/internal/pkg/utils/utils.go, GetIdentifiers: for a pod
+//     (K8S_POD_NAMESPACE and K8S_POD_NAME set) the orchestrator is "k8s",
+//     the workload "<namespace>/<pod>", and the endpoint ID is CNI_IFNAME;
+//   - cni-plugin/pkg/wait (ForEndpointReadyWithTimeout): the plugin waits
+//     until the file exists in endpoint_status_dir, by default
+//     /var/run/calico/endpoint-status.
+func calicoCheck(dir string, att *attachment.Attachment) (Check, error) {
+	if att.Pod.Namespace == "" || att.Pod.Name == "" {
+		return nil, never(`preset "calico" needs K8S_POD_NAMESPACE and K8S_POD_NAME in CNI_ARGS`)
+	}
+	return &fileCheck{kind: config.KindFile, path: filepath.Join(dir, CalicoStatusFileName(att.Pod.Namespace, att.Pod.Name, att.IfName))}, nil
+}
+
+// CalicoStatusFileName is Felix's endpoint-status file name for a pod.
+func CalicoStatusFileName(namespace, pod, ifName string) string {
+	return url.PathEscape("k8s") + " " + url.PathEscape(namespace+"/"+pod) + " " + url.PathEscape(ifName)
+}
+
+// httpCheck: a loopback or unix-socket endpoint answers 2xx.
+type httpCheck struct {
+	url    string // what the request is sent to
+	target string // what messages show
+	client *http.Client
+}
+
+// httpRequestTimeout caps one request, so that an endpoint that hangs once
+// is asked again before the deadline.
+const httpRequestTimeout = time.Second
+
+func newHTTPCheck(raw, path string) (Check, error) {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, never("url %q: %v", raw, err)
+	}
+	// Never a proxy, never DNS: only loopback or the socket is dialled.
+	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
+	dialer := &net.Dialer{}
+	c := &httpCheck{target: raw}
+	switch u.Scheme {
+	case "unix":
+		sock := u.Path
+		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
+			return dialer.DialContext(ctx, "unix", sock)
+		}
+		if path == "" {
+			path = "/"
+		}
+		c.url = "http://unix" + path
+		c.target = raw + " " + path
+	case "http":
+		host := u.Hostname()
+		if host != "localhost" && !strings.HasPrefix(host, "127.") && host != "::1" {
+			return nil, never("url %q is not on loopback", raw)
+		}
+		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+			h, port, err := net.SplitHostPort(addr)
+			if err != nil {
+				return nil, err
+			}
+			if h == "localhost" {
+				h = "127.0.0.1"
+			}
+			return dialer.DialContext(ctx, network, net.JoinHostPort(h, port))
+		}
+		c.url = raw
+	default:
+		return nil, never("url %q: scheme must be http or unix", raw)
+	}
+	c.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	return c, nil
+}
+
+func (c *httpCheck) Kind() string            { return config.KindHTTP }
+func (c *httpCheck) Target() string          { return c.target }
+func (c *httpCheck) Sources() []watch.Source { return nil }
+
+func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
+	ctx, cancel := context.WithTimeout(ctx, httpRequestTimeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
+	if err != nil {
+		return false, "", never("request: %v", err)
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return false, fmt.Sprintf("no answer: %v", err), nil
+	}
+	defer resp.Body.Close()
+	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return false, fmt.Sprintf("answered %s", resp.Status), nil
+	}
+	return true, "", nil
 }

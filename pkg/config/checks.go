@@ -69,6 +69,8 @@ func (c *CheckConf) Defaults() {
 	}
 }
 
+var iptablesTables = map[string]bool{"filter": true, "nat": true, "mangle": true, "raw": true, "security": true}
+
 var nftFamilies = map[string]bool{"ip": true, "ip6": true, "inet": true, "arp": true, "bridge": true, "netdev": true}
 
 // Validate checks one entry; errors name the field.
@@ -90,6 +92,9 @@ func (c *CheckConf) Validate() error {
 	case KindAddress, KindRoute, KindGateway:
 	case KindIPTables:
 		need("table", c.Table)
+		if c.Table != "" && !iptablesTables[c.Table] {
+			errs = append(errs, fmt.Errorf(`"table" %q must be one of filter, nat, mangle, raw, security`, c.Table))
+		}
 		need("chain", c.Chain)
 		need("match", c.Match)
 	case KindNFTables:

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/netready/netready/pkg/checks"
@@ -95,33 +96,25 @@ func (e *NeverError) Error() string {
 
 func (e *NeverError) Unwrap() error { return e.Err }
 
-// Until waits until every check is ready or ctx ends. It returns a
-// *NeverError as soon as one check can never succeed; otherwise the outcome,
-// whose unmet checks say why.
+// deadlineGrace is how long Until waits, once ctx has ended, for probes to
+// return their answers before it reports them as still unmet.
+const deadlineGrace = 50 * time.Millisecond
+
+// Until waits until every check is ready or ctx ends, and returns within
+// deadlineGrace of ctx's end whatever a probe is doing. It returns a
+// *NeverError as soon as one check can never succeed; otherwise the
+// outcome, whose unmet checks say why.
 func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error) {
 	opts.Defaults()
 	start := time.Now()
 	out := Outcome{Results: make([]Result, len(cs))}
-	var pending []int
-	// Fast path: most attachments are programmed by the time the chain ends,
-	// and then no stream is opened at all.
-	for i, c := range cs {
-		ready, why, err := c.Probe(ctx)
-		if err != nil {
-			return out, &NeverError{Check: c, Err: err}
-		}
-		out.Results[i] = Result{Check: c, Ready: ready, Why: why, Waited: time.Since(start)}
-		if !ready {
-			pending = append(pending, i)
-		}
-	}
-	if len(pending) == 0 || ctx.Err() != nil {
-		out.Waited = time.Since(start)
+	if len(cs) == 0 {
 		return out, nil
 	}
-
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	// Streams open only for checks whose first probe says not ready, so an
+	// attachment that is already programmed costs one probe per check.
 	hub := watch.NewHub(ctx)
 	defer hub.Close()
 
@@ -130,64 +123,96 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 		res Result
 		err error
 	}
-	results := make(chan done, len(pending))
-	for _, i := range pending {
-		go func(i int) {
-			res, err := waitOne(ctx, hub, cs[i], start, opts)
+	results := make(chan done, len(cs))
+	last := make([]atomic.Pointer[string], len(cs))
+	for i, c := range cs {
+		out.Results[i] = Result{Check: c}
+		go func() {
+			res, err := waitOne(ctx, hub, c, start, opts, &last[i])
 			results <- done{i: i, res: res, err: err}
-		}(i)
+		}()
 	}
-	var never error
-	for range pending {
-		d := <-results
-		out.Results[d.i] = d.res
-		if d.err != nil && never == nil {
-			never = &NeverError{Check: cs[d.i], Err: d.err}
-			cancel()
+	reported := make([]bool, len(cs))
+	var grace <-chan time.Time
+	for remaining := len(cs); remaining > 0; {
+		select {
+		case d := <-results:
+			remaining--
+			reported[d.i] = true
+			out.Results[d.i] = d.res
+			if d.err != nil {
+				cancel()
+				out.Waited = time.Since(start)
+				return out, &NeverError{Check: cs[d.i], Err: d.err}
+			}
+		case <-ctx.Done():
+			if grace == nil {
+				grace = time.After(deadlineGrace)
+			}
+		case <-grace:
+			for i := range cs {
+				if !reported[i] {
+					why := "still probing at the deadline"
+					if w := last[i].Load(); w != nil {
+						why = *w + "; still probing at the deadline"
+					}
+					out.Results[i].Why = why
+				}
+			}
+			remaining = 0
 		}
 	}
 	out.Waited = time.Since(start)
-	return out, never
+	return out, nil
 }
 
-// waitOne runs one check until it is ready, can never be, or ctx ends.
-func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Time, opts Options) (Result, error) {
+// waitOne runs one check until it is ready, can never be, or ctx ends. It
+// stores each probe's reason in last, for a deadline that interrupts it.
+func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Time, opts Options, last *atomic.Pointer[string]) (Result, error) {
+	res := Result{Check: c}
+	probe := func() (bool, error) {
+		ready, why, err := c.Probe(ctx)
+		if err != nil {
+			res.Why = err.Error()
+			return false, err
+		}
+		res.Why = why
+		last.Store(&why)
+		if ready {
+			res.Ready, res.Why, res.Waited = true, "", time.Since(start)
+		}
+		return ready, nil
+	}
+	if ready, err := probe(); ready || err != nil || ctx.Err() != nil {
+		return res, err
+	}
+
 	wake := make(chan struct{}, 1)
 	watched := 0
 	for _, src := range c.Sources() {
 		if err := hub.SubscribeTo(src, wake); err != nil {
-			opts.Logf("check %s: %v; re-checking by polling", checks.Describe(c), err)
+			opts.Logf("check %s: %v; polling instead", checks.Describe(c), err)
 			continue
 		}
 		watched++
 	}
-	// Without a single working stream, poll with backoff; with streams, the
-	// safety timer only covers lost events.
+	// With every stream open, the timer is only a safety net for lost
+	// events; otherwise poll with a short capped backoff.
 	interval, maxInterval := opts.Safety, opts.Safety
-	if watched == 0 || watched < len(c.Sources()) {
+	if watched < len(c.Sources()) || watched == 0 {
 		interval, maxInterval = opts.PollMin, opts.PollMax
 	}
 	timer := time.NewTimer(interval)
 	defer timer.Stop()
-	res := Result{Check: c}
 	for {
-		ready, why, err := c.Probe(ctx)
-		if err != nil {
-			res.Why = err.Error()
+		// Probe right after subscribing: a change that came before the
+		// stream opened is seen now, one that comes after wakes us.
+		if ready, err := probe(); ready || err != nil || ctx.Err() != nil {
 			return res, err
-		}
-		res.Why = why
-		if ready {
-			res.Ready, res.Why, res.Waited = true, "", time.Since(start)
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return res, nil
 		}
 		timer.Reset(interval)
 		select {
 		case <-ctx.Done():
-			// The last probe may have raced the deadline; its answer stands.
 			return res, nil
 		case <-wake:
 		case <-timer.C:

@@ -7,6 +7,7 @@ package watch
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"sync"
 	"time"
@@ -62,6 +63,7 @@ type Hub struct {
 	wg     sync.WaitGroup
 
 	mu      sync.Mutex
+	closed  bool
 	streams map[Source]*stream
 }
 
@@ -80,6 +82,9 @@ func NewHub(ctx context.Context) *Hub {
 
 // Close ends every stream and waits for them.
 func (h *Hub) Close() {
+	h.mu.Lock()
+	h.closed = true
+	h.mu.Unlock()
 	h.cancel()
 	h.wg.Wait()
 }
@@ -89,10 +94,17 @@ func (h *Hub) Close() {
 // probe made afterwards cannot miss a change.
 func (h *Hub) SubscribeTo(src Source, ch chan struct{}) error {
 	h.mu.Lock()
+	if h.closed {
+		h.mu.Unlock()
+		return errors.New("watch hub is closed")
+	}
 	st, exists := h.streams[src]
 	if !exists {
 		st = &stream{opened: make(chan struct{})}
 		h.streams[src] = st
+		// Reserved under the lock, so that Close never waits while a
+		// stream is still being added.
+		h.wg.Add(1)
 	}
 	st.listeners = append(st.listeners, ch)
 	h.mu.Unlock()
@@ -104,10 +116,10 @@ func (h *Hub) SubscribeTo(src Source, ch chan struct{}) error {
 	if err != nil {
 		st.err = fmt.Errorf("cannot watch %s: %w", src, err)
 		close(st.opened)
+		h.wg.Done()
 		return st.err
 	}
 	close(st.opened)
-	h.wg.Add(1)
 	go h.pump(src, events)
 	return nil
 }

@@ -1,0 +1,66 @@
+package checks
+
+import (
+	"net"
+	"testing"
+
+	"github.com/google/nftables"
+	"github.com/google/nftables/expr"
+	"github.com/google/nftables/userdata"
+)
+
+func TestCalicoStatusFileName(t *testing.T) {
+	// The example of Calico's own test of WorkloadEndpointKeyToStatusFilename.
+	if got, want := CalicoStatusFileName("default", "testpod1", "eth0"), "k8s default%2Ftestpod1 eth0"; got != want {
+		t.Errorf("got %q, want %q", got, want)
+	}
+}
+
+func TestSetHolds(t *testing.T) {
+	ip := func(s string) []byte { return net.ParseIP(s).To4() }
+	plain := []nftables.SetElement{{Key: ip("10.0.0.1")}, {Key: ip("10.0.0.5")}}
+	interval := []nftables.SetElement{ // kernel order: descending, end first
+		{Key: ip("10.0.1.0"), IntervalEnd: true}, {Key: ip("10.0.0.4")},
+		{Key: ip("10.0.0.3"), IntervalEnd: true}, {Key: ip("10.0.0.1")},
+	}
+	tests := []struct {
+		name     string
+		elems    []nftables.SetElement
+		interval bool
+		key      string
+		want     bool
+	}{
+		{"plain hit", plain, false, "10.0.0.5", true},
+		{"plain miss", plain, false, "10.0.0.2", false},
+		{"interval first range", interval, true, "10.0.0.2", true},
+		{"interval end is exclusive", interval, true, "10.0.0.3", false},
+		{"interval second range", interval, true, "10.0.0.200", true},
+		{"interval above", interval, true, "10.0.1.0", false},
+		{"interval below", interval, true, "10.0.0.0", false},
+	}
+	for _, tt := range tests {
+		if got := setHolds(append([]nftables.SetElement(nil), tt.elems...), tt.interval, ip(tt.key)); got != tt.want {
+			t.Errorf("%s: setHolds(%s) = %v, want %v", tt.name, tt.key, got, tt.want)
+		}
+	}
+}
+
+func TestRenderRule(t *testing.T) {
+	r := &nftables.Rule{
+		Exprs: []expr.Any{
+			&expr.Payload{Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net.ParseIP("10.1.0.5").To4()},
+			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte("veth1\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")},
+			&expr.Payload{Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2, DestRegister: 1},
+			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x1f, 0x90}},
+			&expr.Counter{},
+			&expr.Verdict{Kind: expr.VerdictJump, Chain: "pod-web"},
+		},
+		UserData: userdata.AppendString(nil, userdata.TypeComment, "pod default/web-0"),
+	}
+	want := `ip saddr 10.1.0.5 iifname "veth1" th dport 8080 counter jump pod-web comment "pod default/web-0"`
+	if got := RenderRule(r); got != want {
+		t.Errorf("RenderRule =\n %s\nwant\n %s", got, want)
+	}
+}
