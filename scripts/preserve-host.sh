@@ -3,7 +3,8 @@
 # it died half-way (a Go panic skips every t.Cleanup and TestMain's own
 # restore): forwarding sysctls, cnitool's /var/lib/cni cache, and netns,
 # links and FORWARD guard rules that appeared during the run with the test
-# prefixes (netns cnitest-*, links nr<hex>, rules on 10.200.0.0/16).
+# prefixes (netns cnitest-*, links nr<hex>, rules on 10.200.0.0/16, the
+# test agent's chains NR-<hex> and nftables tables nr<hex>).
 set -uo pipefail
 sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv6.conf.default.forwarding)
 declare -A saved
@@ -27,6 +28,14 @@ restore() {
     grep -qxF -- "$rule" <<<"$rules_before" && continue
     echo "preserve-host: removing leftover rule $rule"
     eval "iptables -w 5 ${rule/-A /-D }"
+  done
+  for ipt in iptables ip6tables; do
+    for c in $($ipt -w 5 -S 2>/dev/null | awk '$1 == "-N" && $2 ~ /^NR-[0-9a-f]{6}$/ {print $2}'); do
+      echo "preserve-host: removing leftover $ipt chain $c"; $ipt -w 5 -F "$c"; $ipt -w 5 -X "$c"
+    done
+  done
+  for t in $(nft list tables 2>/dev/null | awk '$2 == "inet" && $3 ~ /^nr[0-9a-f]{6}$/ {print $3}'); do
+    echo "preserve-host: removing leftover nftables table inet $t"; nft delete table inet "$t"
   done
   exit $rc
 }

@@ -119,8 +119,13 @@ func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
 	}
 	rules, err := ipt.List(c.table, c.chain)
 	if err != nil {
+		// iptables-nft 1.8.9 calls a missing chain "incompatible", which
+		// go-iptables does not read as "not exist"; ask, on this path only.
 		var e *iptables.Error
 		if errors.As(err, &e) && e.IsNotExist() {
+			return false, fmt.Sprintf("chain %s/%s does not exist (yet)", c.table, c.chain), nil
+		}
+		if exists, cerr := ipt.ChainExists(c.table, c.chain); cerr == nil && !exists {
 			return false, fmt.Sprintf("chain %s/%s does not exist (yet)", c.table, c.chain), nil
 		}
 		return false, fmt.Sprintf("cannot list %s/%s: %v", c.table, c.chain, strings.TrimSpace(err.Error())), nil

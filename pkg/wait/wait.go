@@ -25,6 +25,9 @@ type Options struct {
 	PollMin, PollMax time.Duration
 	// Logf, if set, receives notes such as a source that cannot be watched.
 	Logf func(format string, args ...any)
+	// Since is when the wait began, for the durations it reports; the
+	// caller's own start, e.g. when ADD began. Default: now.
+	Since time.Time
 }
 
 // Defaults fills in unset options.
@@ -41,6 +44,9 @@ func (o *Options) Defaults() {
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}
 	}
+	if o.Since.IsZero() {
+		o.Since = time.Now()
+	}
 }
 
 // Result is the outcome of one check.
@@ -55,7 +61,9 @@ type Result struct {
 // Outcome is the outcome of one wait.
 type Outcome struct {
 	Results []Result
-	Waited  time.Duration
+	// Waited is from Options.Since to when the last check was ready or the
+	// wait ended.
+	Waited time.Duration
 }
 
 // Ready reports whether every check is ready.
@@ -106,9 +114,10 @@ const deadlineGrace = 50 * time.Millisecond
 // outcome, whose unmet checks say why.
 func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error) {
 	opts.Defaults()
-	start := time.Now()
+	start := opts.Since
 	out := Outcome{Results: make([]Result, len(cs))}
 	if len(cs) == 0 {
+		out.Waited = time.Since(start)
 		return out, nil
 	}
 	ctx, cancel := context.WithCancel(ctx)

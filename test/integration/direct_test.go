@@ -123,7 +123,10 @@ func TestHostileIdentifiers(t *testing.T) {
 // TestNetnsGoneFailsAtOnce: a check that can never succeed fails ADD at
 // once, naming the check, instead of waiting out the timeout.
 func TestNetnsGoneFailsAtOnce(t *testing.T) {
-	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) { n.Netready()["timeout"] = "30s" })
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
+		n.Netready()["timeout"] = "30s"
+		n.Netready()["checks"] = []any{map[string]any{"kind": "route"}, map[string]any{"kind": "address"}}
+	})
 	gone := "/var/run/netns/nr-gone-" + randomHex(3)
 	start := time.Now()
 	_, e := invoke(t, "ADD", n.pluginConf(prevResult100("10.200.1.5/24", "10.200.1.1", gone)),

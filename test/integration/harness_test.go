@@ -96,6 +96,8 @@ type testNet struct {
 	Prefix   string // 10.200.N.
 	Subnet6  string
 	Cache    string // libcni cache folder
+	IPAMDir  string // host-local's folder for this network
+	ID       string // unique per test, for names
 	List     map[string]any
 }
 
@@ -127,8 +129,10 @@ func newNet(t *testing.T, file string, edit func(n *testNet, list map[string]any
 		List:    list,
 	}
 	n.LogFile = filepath.Join(n.StateDir, "netready.log")
+	n.ID = id
 	list["name"] = n.Name
 	ipamDir := t.TempDir()
+	n.IPAMDir = filepath.Join(ipamDir, n.Name)
 	for _, p := range plugins(list) {
 		switch p["type"] {
 		case "bridge":
@@ -300,7 +304,7 @@ func invoke(t *testing.T, command string, stdin []byte, env ...string) (string, 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "netready"))
-	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + pluginPath}, env...)
+	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + pluginPath, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout

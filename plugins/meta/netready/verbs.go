@@ -50,7 +50,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
-	outcome, err := wait.Until(ctx, cs, wait.Options{Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
+	outcome, err := wait.Until(ctx, cs, wait.Options{Since: start, Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
 	if err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
