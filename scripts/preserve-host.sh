@@ -13,6 +13,7 @@ had_cache=0; [ -e /var/lib/cni ] && had_cache=1
 netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1)
 rules_before=$(iptables -w 5 -S FORWARD 2>/dev/null)
+tables_before=$(nft list tables 2>/dev/null)
 
 restore() {
   rc=$?
@@ -36,6 +37,15 @@ restore() {
   done
   for t in $(nft list tables 2>/dev/null | awk '$2 == "inet" && $3 ~ /^nr[0-9a-f]{6}$/ {print $3}'); do
     echo "preserve-host: removing leftover nftables table inet $t"; nft delete table inet "$t"
+  done
+  # iptables-nft creates "table ip filter" (and ip6) on first use; drop
+  # such a table if it appeared during the run and holds no rule.
+  nft list tables 2>/dev/null | while read -r _ fam name; do
+    grep -qx "table $fam $name" <<<"$tables_before" && continue
+    rules=$(nft -a list table "$fam" "$name" 2>/dev/null | grep '# handle' | grep -cvE '^\s*(table|chain|set|map) ')
+    if [ "$rules" = 0 ]; then
+      nft delete table "$fam" "$name" && echo "preserve-host: removed empty nftables table $fam $name"
+    fi
   done
   exit $rc
 }
