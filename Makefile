@@ -11,7 +11,7 @@ BIN := $(CURDIR)/bin
 all: build
 
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./plugins/meta/netready
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./plugins/meta/netready
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
 
 deps:

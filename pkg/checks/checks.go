@@ -20,6 +20,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
@@ -89,7 +90,8 @@ func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 		return nil, e.podErr
 	}
 	defer nsh.Close()
-	h, err := netlinksafe.NewHandleAt(nsh)
+	// Only rtnetlink: each family costs a socket opened from inside the netns.
+	h, err := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
 	if err != nil {
 		e.podErr = fmt.Errorf("netlink in pod netns %s: %w", e.NetNS, err)
 		return nil, e.podErr

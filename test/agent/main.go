@@ -143,24 +143,45 @@ func (a *agent) emit(v map[string]any) {
 	a.out.Encode(v)
 }
 
-// watchLinks schedules programming whenever a port joins the bridge.
+// watchLinks schedules programming whenever a port joins the bridge. A
+// netlink stream can fail (ENOBUFS, EAGAIN); it is reopened, and a rescan
+// catches pods whose events were lost.
 func (a *agent) watchLinks(ctx context.Context) error {
-	ch := make(chan netlink.LinkUpdate, 256)
-	if err := netlink.LinkSubscribeWithOptions(ch, ctx.Done(), netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
-		fmt.Fprintln(os.Stderr, "testagent: link events:", err)
-	}}); err != nil {
+	subscribe := func() (chan netlink.LinkUpdate, error) {
+		ch := make(chan netlink.LinkUpdate, 1024)
+		err := netlink.LinkSubscribeWithOptions(ch, ctx.Done(), netlink.LinkSubscribeOptions{ErrorCallback: func(err error) {
+			if ctx.Err() == nil {
+				fmt.Fprintln(os.Stderr, "testagent: link events:", err, "(resubscribing)")
+			}
+		}})
+		return ch, err
+	}
+	ch, err := subscribe()
+	if err != nil {
 		return fmt.Errorf("subscribe to links: %w", err)
 	}
 	go func() {
-		for u := range ch {
-			if u.Header.Type != syscall.RTM_NEWLINK || u.Attrs().MasterIndex == 0 {
-				continue
+		for {
+			for u := range ch {
+				if u.Header.Type != syscall.RTM_NEWLINK || u.Attrs().MasterIndex == 0 {
+					continue
+				}
+				br, err := netlink.LinkByIndex(u.Attrs().MasterIndex)
+				if err != nil || br.Attrs().Name != a.opts.bridge {
+					continue
+				}
+				go a.programNew(ctx, time.Now())
 			}
-			br, err := netlink.LinkByIndex(u.Attrs().MasterIndex)
-			if err != nil || br.Attrs().Name != a.opts.bridge {
-				continue
+			for ctx.Err() == nil {
+				if ch, err = subscribe(); err == nil {
+					go a.programNew(ctx, time.Now())
+					break
+				}
+				time.Sleep(50 * time.Millisecond)
 			}
-			go a.programNew(ctx, time.Now())
+			if ctx.Err() != nil {
+				return
+			}
 		}
 	}()
 	return nil

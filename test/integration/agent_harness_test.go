@@ -18,7 +18,7 @@ import (
 
 // testAgent is a running netready-testagent.
 type testAgent struct {
-	t        *testing.T
+	t        testing.TB
 	PodsFile string
 	Chain    string
 	Table    string
@@ -42,7 +42,7 @@ type agentEvent struct {
 	Error       string `json:"error"`
 }
 
-func freePort(t *testing.T) int {
+func freePort(t testing.TB) int {
 	l, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -53,7 +53,7 @@ func freePort(t *testing.T) int {
 
 // newAgentNet loads a conflist, points its policy checks at a fresh agent's
 // unique chain, table, folder, port and socket, and starts the agent.
-func newAgentNet(t *testing.T, file string, delay time.Duration, edit func(*testNet, map[string]any)) (*testNet, *testAgent) {
+func newAgentNet(t testing.TB, file string, delay time.Duration, edit func(*testNet, map[string]any)) (*testNet, *testAgent) {
 	t.Helper()
 	dir := t.TempDir()
 	a := &testAgent{t: t, PodsFile: filepath.Join(dir, "pods.json"), Sock: filepath.Join(dir, "agent.sock"),
@@ -62,6 +62,9 @@ func newAgentNet(t *testing.T, file string, delay time.Duration, edit func(*test
 	a.cond = sync.NewCond(&a.mu)
 	n := newNet(t, file, func(n *testNet, list map[string]any) {
 		a.Chain, a.Table = "NR-"+n.ID, "nr"+n.ID
+		if edit != nil {
+			edit(n, list)
+		}
 		for _, c := range n.Netready()["checks"].([]any) {
 			c := c.(map[string]any)
 			switch c["kind"] {
@@ -78,9 +81,6 @@ func newAgentNet(t *testing.T, file string, delay time.Duration, edit func(*test
 					c["url"] = "http://" + a.HTTP + "/ready?ip={{.IP}}"
 				}
 			}
-		}
-		if edit != nil {
-			edit(n, list)
 		}
 	})
 	a.write()

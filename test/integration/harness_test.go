@@ -86,7 +86,7 @@ func run(m *testing.M) int {
 // testNet is one test's network: a conflist from conflists/ with names,
 // subnets and folders made unique to the test.
 type testNet struct {
-	t        *testing.T
+	t        testing.TB
 	Name     string
 	ConfDir  string
 	StateDir string
@@ -109,7 +109,7 @@ func randomHex(n int) string {
 
 // newNet loads conflists/<file>, makes it unique, lets edit change it, writes
 // it and arms the network safety rules: no forwarding out of the subnet.
-func newNet(t *testing.T, file string, edit func(n *testNet, list map[string]any)) *testNet {
+func newNet(t testing.TB, file string, edit func(n *testNet, list map[string]any)) *testNet {
 	t.Helper()
 	raw, err := os.ReadFile(filepath.Join("..", "..", "conflists", file))
 	if err != nil {
@@ -207,7 +207,7 @@ func (n *testNet) write() {
 
 // guardForwarding drops anything forwarded from the test subnet to outside
 // it, before any pod exists (TESTBED network safety).
-func guardForwarding(t *testing.T, subnet string) {
+func guardForwarding(t testing.TB, subnet string) {
 	t.Helper()
 	rule := []string{"FORWARD", "-s", subnet, "!", "-d", subnet, "-j", "DROP"}
 	if out, err := exec.Command("iptables", append([]string{"-w", "5", "-I"}, rule...)...).CombinedOutput(); err != nil {
@@ -221,7 +221,7 @@ func guardForwarding(t *testing.T, subnet string) {
 }
 
 // newNS makes a pod netns that the test removes.
-func newNS(t *testing.T) ns.NetNS {
+func newNS(t testing.TB) ns.NetNS {
 	t.Helper()
 	netns, err := testutils.NewNS()
 	if err != nil {
@@ -299,7 +299,7 @@ func cniCode(err error) uint {
 }
 
 // invoke runs the netready binary directly, as a runtime would.
-func invoke(t *testing.T, command string, stdin []byte, env ...string) (string, *types.Error) {
+func invoke(t testing.TB, command string, stdin []byte, env ...string) (string, *types.Error) {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -320,7 +320,7 @@ func invoke(t *testing.T, command string, stdin []byte, env ...string) (string, 
 }
 
 // run runs a command and fails the test if it fails.
-func mustRun(t *testing.T, name string, args ...string) string {
+func mustRun(t testing.TB, name string, args ...string) string {
 	t.Helper()
 	out, err := exec.Command(name, args...).CombinedOutput()
 	if err != nil {

@@ -1,0 +1,364 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
+
+	"github.com/netready/netready/pkg/checks"
+)
+
+// Benchmarks print figures measured in one run, side by side with a
+// baseline measured in the same run. They assert nothing about time.
+// Run with `make bench`.
+
+func percentile(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s[min(len(s)-1, int(float64(len(s))*p))]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
+
+// poller is the baseline: what a fixed 200 ms polling loop (as
+// ovn-kubernetes waits for its pod flows) would notice, in the same run.
+type poller struct {
+	mu      sync.Mutex
+	pending map[string]time.Time // ip -> when first seen, zero while unseen
+	seen    func(ip string) bool
+}
+
+func startPoller(ctx context.Context, seen func(string) bool) *poller {
+	p := &poller{pending: map[string]time.Time{}, seen: seen}
+	go func() {
+		tick := time.NewTicker(200 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			p.mu.Lock()
+			var todo []string
+			for ip, at := range p.pending {
+				if at.IsZero() {
+					todo = append(todo, ip)
+				}
+			}
+			p.mu.Unlock()
+			for _, ip := range todo {
+				if p.seen(ip) {
+					p.mu.Lock()
+					p.pending[ip] = time.Now()
+					p.mu.Unlock()
+				}
+			}
+		}
+	}()
+	return p
+}
+
+func (p *poller) watch(ip string) {
+	p.mu.Lock()
+	p.pending[ip] = time.Time{}
+	p.mu.Unlock()
+}
+
+func (p *poller) seenAt(ip string) time.Time {
+	for end := time.Now().Add(2 * time.Second); time.Now().Before(end); time.Sleep(20 * time.Millisecond) {
+		p.mu.Lock()
+		at := p.pending[ip]
+		p.mu.Unlock()
+		if !at.IsZero() {
+			return at
+		}
+	}
+	return time.Time{}
+}
+
+// BenchmarkDetectionLatency: from the moment the agent's programming is
+// visible to the moment netready's ADD sees it (the marker's readyAt),
+// p50 and p99 per source over 200 ADDs, beside a 200 ms polling loop
+// watching the same sources in the same run.
+func BenchmarkDetectionLatency(b *testing.B) {
+	adds, parallel := 200, 8
+	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_ADDS")); err == nil {
+		adds = v
+	}
+	type source struct {
+		name, conflist string
+		check          map[string]any
+	}
+	sources := []source{
+		{"iptables", "policy-agent.conflist", map[string]any{"kind": "iptables", "chain": "", "match": "-s {{.IP}}/32"}},
+		{"nftables", "policy-agent.conflist", map[string]any{"kind": "nftables", "family": "inet", "table": "", "set": "pods4"}},
+		{"file", "calico-style.conflist", map[string]any{"kind": "file", "preset": "calico"}},
+		{"http", "policy-agent.conflist", map[string]any{"kind": "http", "url": ""}},
+	}
+	var report []string
+	for _, src := range sources {
+		if only := os.Getenv("NETREADY_BENCH_SOURCES"); only != "" && !strings.Contains(only, src.name) {
+			continue
+		}
+		n, agent := newAgentNet(b, src.conflist, 100*time.Millisecond, func(n *testNet, _ map[string]any) {
+			n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, src.check}
+			n.Netready()["timeout"] = "10s"
+		})
+		// newAgentNet filled the agent's names into the check.
+		ctx, cancel := context.WithCancel(context.Background())
+		pol := startPoller(ctx, baselineProbe(b, src.name, agent))
+		var netready, polled, calls []time.Duration
+		var mu sync.Mutex
+		sem := make(chan struct{}, parallel)
+		var wg sync.WaitGroup
+		for i := 0; i < adds; i++ {
+			wg.Add(1)
+			sem <- struct{}{}
+			go func(i int) {
+				defer wg.Done()
+				defer func() { <-sem }()
+				ns := fmt.Sprintf("nrb%s-%d", n.ID, i)
+				mustRun(b, "ip", "netns", "add", ns)
+				defer exec.Command("ip", "netns", "del", ns).Run()
+				path := "/var/run/netns/" + ns
+				cid := containerID(path)
+				name := fmt.Sprintf("p%d", i)
+				// 100-300 ms: programming lands at a random phase of the
+				// baseline's 200 ms cycle.
+				agent.setPod(cid, "default", name, 100*time.Millisecond+rand.N(200*time.Millisecond))
+				out, err := n.cnitool("add", path, podArgs("default", name))
+				defer n.cnitool("del", path, podArgs("default", name))
+				if err != nil {
+					b.Errorf("ADD %d: %v", i, err)
+					return
+				}
+				var res struct{ IPs []struct{ Address string } }
+				json.Unmarshal([]byte(out), &res)
+				ip := strings.Split(res.IPs[0].Address, "/")[0]
+				key := ip
+				if src.name == "file" {
+					key = filepath.Join(agent.Calico, checks.CalicoStatusFileName("default", name, "eth0"))
+				}
+				pol.watch(key)
+				ev := agent.visible(src.name, ip)
+				m := n.readMarker(cid, "eth0")
+				seen := pol.seenAt(key)
+				// An iptables rule becomes visible inside the agent's
+				// iptables process, before it exits: measure from the
+				// start of the agent's call, for netready and the baseline.
+				began := time.Unix(0, ev.BeganAt)
+				mu.Lock()
+				netready = append(netready, m.ReadyAt.Sub(began))
+				calls = append(calls, time.Unix(0, ev.VisibleAt).Sub(began))
+				if !seen.IsZero() {
+					polled = append(polled, seen.Sub(began))
+				}
+				mu.Unlock()
+			}(i)
+		}
+		wg.Wait()
+		cancel()
+		report = append(report, fmt.Sprintf("%-9s n=%3d  netready p50 %9s p99 %9s | 200ms poll p50 %9s p99 %9s | p50 %5.1fx faster | agent call p50 %s",
+			src.name, len(netready), ms(percentile(netready, .5)), ms(percentile(netready, .99)),
+			ms(percentile(polled, .5)), ms(percentile(polled, .99)),
+			float64(percentile(polled, .5))/float64(max(time.Microsecond, percentile(netready, .5))),
+			ms(percentile(calls, .5))))
+	}
+	fmt.Println("\nDetection latency: start of the agent's programming call -> netready ADD detects it (marker readyAt)")
+	fmt.Println("  event-driven: nftables (netlink), iptables-nft (nftables netlink), file (inotify); polled: http")
+	for _, r := range report {
+		fmt.Println("  " + r)
+	}
+}
+
+// baselineProbe looks at a source once, as the 200 ms loop does.
+func baselineProbe(b testing.TB, source string, a *testAgent) func(ip string) bool {
+	switch source {
+	case "iptables":
+		ipt, err := iptables.New()
+		if err != nil {
+			b.Fatal(err)
+		}
+		return func(ip string) bool {
+			rules, _ := ipt.List("filter", a.Chain)
+			for _, r := range rules {
+				if strings.Contains(r, "-s "+ip+"/32") {
+					return true
+				}
+			}
+			return false
+		}
+	case "nftables":
+		return func(ip string) bool {
+			c, err := nftables.New()
+			if err != nil {
+				return false
+			}
+			set, err := c.GetSetByName(&nftables.Table{Name: a.Table, Family: nftables.TableFamilyINet}, "pods4")
+			if err != nil {
+				return false
+			}
+			elems, _ := c.GetSetElements(set)
+			for _, e := range elems {
+				if net.IP(e.Key).Equal(net.ParseIP(ip)) {
+					return true
+				}
+			}
+			return false
+		}
+	case "file":
+		// Keyed by the status file's path rather than the IP.
+		return func(path string) bool {
+			_, err := os.Stat(path)
+			return err == nil
+		}
+	case "http":
+		client := &http.Client{Timeout: time.Second, Transport: &http.Transport{Proxy: nil}}
+		return func(ip string) bool {
+			resp, err := client.Get("http://" + a.HTTP + "/ready?ip=" + ip)
+			if err != nil {
+				return false
+			}
+			resp.Body.Close()
+			return resp.StatusCode == 200
+		}
+	}
+	b.Fatalf("no baseline for %s", source)
+	return nil
+}
+
+// BenchmarkAddOverhead: an attachment that is already programmed. netready
+// (address and route checks) against the reference tuning plugin chained in
+// the same place, each run 200 times interleaved on the same prevResult.
+func BenchmarkAddOverhead(b *testing.B) {
+	const runs = 200
+	// Production keeps markers in /run/netready, a tmpfs, where fsync is
+	// nearly free; this machine's /run and /tmp are on disk. Give both
+	// plugins' state a tmpfs, as a node would.
+	state := b.TempDir()
+	mustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-bench", state)
+	b.Cleanup(func() { mustRun(b, "umount", state) })
+	n := newNet(b, "bridge.conflist", func(n *testNet, _ map[string]any) {
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "route"}}
+	})
+	n.Netready()["stateDir"] = filepath.Join(state, "netready")
+	delete(n.Netready(), "logFile")
+	netns := newNS(b)
+	out, err := n.add(netns.Path())
+	if err != nil {
+		b.Fatal(err)
+	}
+	netreadyConf := n.pluginConf([]byte(out))
+	tuning := map[string]any{"cniVersion": "1.1.0", "name": n.Name, "type": "tuning", "dataDir": filepath.Join(state, "tuning"),
+		"prevResult": json.RawMessage(out)}
+	tuningConf, _ := json.Marshal(tuning)
+	env := []string{"CNI_CONTAINERID=" + containerID(netns.Path()), "CNI_IFNAME=eth0", "CNI_NETNS=" + netns.Path()}
+	run := func(bin string, conf []byte) time.Duration {
+		cmd := exec.Command(bin)
+		cmd.Env = append([]string{"CNI_COMMAND=ADD", "CNI_PATH=" + pluginPath}, env...)
+		cmd.Stdin = strings.NewReader(string(conf))
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			b.Fatalf("%s: %v %s", bin, err, out)
+		}
+		return time.Since(start)
+	}
+	var nr, tu []time.Duration
+	for i := 0; i < runs; i++ {
+		nr = append(nr, run(filepath.Join(binDir, "netready"), netreadyConf))
+		tu = append(tu, run(filepath.Join(cniBinDir, "tuning"), tuningConf))
+	}
+	fmt.Println("\nADD overhead when everything is already programmed (exec of the last plugin, 200 runs each, interleaved, state on tmpfs)")
+	fmt.Printf("  netready p50 %s p99 %s | tuning p50 %s p99 %s | ratio p50 %.2fx\n",
+		ms(percentile(nr, .5)), ms(percentile(nr, .99)), ms(percentile(tu, .5)), ms(percentile(tu, .99)),
+		float64(percentile(nr, .5))/float64(percentile(tu, .5)))
+}
+
+// BenchmarkConcurrentWaitingAdds: 100 netready ADDs at once, each waiting
+// on an nftables set element that appears 2 s later: wall time, and peak
+// RSS per ADD process.
+func BenchmarkConcurrentWaitingAdds(b *testing.B) {
+	const adds = 100
+	n := newNet(b, "bridge.conflist", nil)
+	table := "nrc" + n.ID
+	n.Netready()["checks"] = []any{map[string]any{"kind": "nftables", "family": "inet", "table": table, "set": "pods"}}
+	n.Netready()["timeout"] = "60s"
+	b.Cleanup(func() {
+		if c, err := nftables.New(); err == nil {
+			c.DelTable(&nftables.Table{Name: table, Family: nftables.TableFamilyINet})
+			c.Flush()
+		}
+	})
+	var wg sync.WaitGroup
+	rss := make([]int64, adds)
+	errs := make([]error, adds)
+	start := time.Now()
+	for i := 0; i < adds; i++ {
+		ip := fmt.Sprintf("%s%d", n.Prefix, i+10)
+		conf := n.pluginConf(prevResult100(ip+"/24", n.Prefix+"1", "/var/run/netns/none"))
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			cmd := exec.Command(filepath.Join(binDir, "netready"))
+			cmd.Env = []string{"CNI_COMMAND=ADD", "CNI_PATH=" + pluginPath, "CNI_CONTAINERID=conc-" + fmt.Sprint(i),
+				"CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/none"}
+			cmd.Stdin = strings.NewReader(string(conf))
+			if out, err := cmd.CombinedOutput(); err != nil {
+				errs[i] = fmt.Errorf("%v: %s", err, out)
+			}
+			rss[i] = cmd.ProcessState.SysUsage().(*syscall.Rusage).Maxrss
+		}()
+	}
+	time.Sleep(2 * time.Second)
+	programmed := time.Now()
+	c, err := nftables.New()
+	if err != nil {
+		b.Fatal(err)
+	}
+	t := c.AddTable(&nftables.Table{Name: table, Family: nftables.TableFamilyINet})
+	set := &nftables.Set{Table: t, Name: "pods", KeyType: nftables.TypeIPAddr}
+	var elems []nftables.SetElement
+	for i := 0; i < adds; i++ {
+		elems = append(elems, nftables.SetElement{Key: net.ParseIP(fmt.Sprintf("%s%d", n.Prefix, i+10)).To4()})
+	}
+	if err := c.AddSet(set, elems); err != nil {
+		b.Fatal(err)
+	}
+	if err := c.Flush(); err != nil {
+		b.Fatal(err)
+	}
+	wg.Wait()
+	wall := time.Since(start)
+	for i, err := range errs {
+		if err != nil {
+			b.Errorf("ADD %d: %v", i, err)
+		}
+	}
+	slices.Sort(rss)
+	fmt.Println("\n100 concurrent waiting ADDs (nftables set, programmed 2 s after they started)")
+	fmt.Printf("  wall %s (%s after programming) | peak RSS per ADD: median %.1f MB, max %.1f MB\n",
+		wall.Round(time.Millisecond), time.Since(programmed).Round(time.Millisecond),
+		float64(rss[adds/2])/1024, float64(rss[adds-1])/1024)
+}
