@@ -12,6 +12,7 @@ all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./plugins/meta/netready
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
 
 deps:

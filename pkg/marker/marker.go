@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
 )
@@ -120,11 +121,7 @@ func (s Store) Path(k Key) (string, error) {
 	return filepath.Join(s.Dir, k.Network, k.FileName()), nil
 }
 
-// tmpPrefix starts temp files; GC removes old ones that a crash left.
-const tmpPrefix = ".tmp-"
-
-// Write stores m atomically: temp file in the same folder, fsync, rename,
-// fsync of the folder.
+// Write stores m atomically (see package atomicfile), mode 0644.
 func (s Store) Write(m *Marker) error {
 	k := Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
 	path, err := s.Path(k)
@@ -136,52 +133,10 @@ func (s Store) Write(m *Marker) error {
 		return fmt.Errorf("encode marker: %w", err)
 	}
 	data = append(data, '\n')
-	dir := filepath.Dir(path)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create marker folder: %w", err)
 	}
-	return writeAtomic(dir, filepath.Base(path), data)
-}
-
-func writeAtomic(dir, name string, data []byte) (err error) {
-	f, err := os.CreateTemp(dir, tmpPrefix+name+".")
-	if err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	defer func() {
-		if err != nil {
-			f.Close()
-			os.Remove(f.Name())
-		}
-	}()
-	if err = f.Chmod(0o644); err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	if err = f.Close(); err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	if err = os.Rename(f.Name(), filepath.Join(dir, name)); err != nil {
-		return fmt.Errorf("write marker %s: %w", name, err)
-	}
-	return syncDir(dir)
-}
-
-func syncDir(dir string) error {
-	d, err := os.Open(dir)
-	if err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	defer d.Close()
-	if err := d.Sync(); err != nil {
-		return fmt.Errorf("sync %s: %w", dir, err)
-	}
-	return nil
+	return atomicfile.Write(path, data, 0o644)
 }
 
 // Read returns the marker of k; the error wraps fs.ErrNotExist if none.
@@ -252,7 +207,7 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 			continue
 		}
 		switch {
-		case strings.HasPrefix(name, tmpPrefix):
+		case strings.HasPrefix(name, atomicfile.TempPrefix):
 			info, err := e.Info()
 			if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
 				continue

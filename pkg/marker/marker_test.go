@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
 )
 
@@ -146,8 +147,8 @@ func TestGC(t *testing.T) {
 	write("othernet", "gone", "eth0")
 	dir := filepath.Join(s.Dir, "podnet")
 	now := time.Now()
-	stale := filepath.Join(dir, tmpPrefix+"crashed.json.123")
-	fresh := filepath.Join(dir, tmpPrefix+"writing.json.456")
+	stale := filepath.Join(dir, atomicfile.TempPrefix+"crashed.json.123")
+	fresh := filepath.Join(dir, atomicfile.TempPrefix+"writing.json.456")
 	for _, p := range []string{stale, fresh} {
 		os.WriteFile(p, []byte("{"), 0o644)
 	}
@@ -159,7 +160,7 @@ func TestGC(t *testing.T) {
 		t.Fatalf("GC: %v", err)
 	}
 	slices.Sort(removed)
-	want := []string{tmpPrefix + "crashed.json.123", "gone_eth0.json", "keep_net1.json"}
+	want := []string{atomicfile.TempPrefix + "crashed.json.123", "gone_eth0.json", "keep_net1.json"}
 	if diff := cmp.Diff(want, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
@@ -171,7 +172,7 @@ func TestGC(t *testing.T) {
 		}
 	}
 	slices.Sort(left)
-	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + tmpPrefix + "writing.json.456", "podnet/README", "podnet/keep_eth0.json"}
+	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + atomicfile.TempPrefix + "writing.json.456", "podnet/README", "podnet/keep_eth0.json"}
 	if diff := cmp.Diff(wantLeft, left); diff != "" {
 		t.Errorf("left (-want +got):\n%s", diff)
 	}

@@ -1,0 +1,341 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// installer keeps netready in one node's CNI configuration.
+type installer struct {
+	opts options
+	log  *slog.Logger
+	// written holds what this process last wrote to each path, so that
+	// events of its own writes are told apart from another agent's.
+	written map[string][]byte
+	// reverts are when an entry this process had written was found gone.
+	reverts []time.Time
+}
+
+// installOnce waits for a config, then installs.
+func (in *installer) installOnce(ctx context.Context) error {
+	if in.opts.WaitTimeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, in.opts.WaitTimeout)
+		defer cancel()
+	}
+	w, err := in.newWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	for {
+		err := in.ensure()
+		if !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+		in.log.Info("waiting for a CNI config", "dir", in.opts.ConfDir, "network", in.opts.Network)
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("no CNI config appeared: %w", ctx.Err())
+		case <-w.Events:
+		case <-time.After(5 * time.Second):
+		}
+	}
+}
+
+// ensure copies the binary and puts the entry in place; it writes nothing
+// that already holds the right bytes. It returns an error wrapping
+// fs.ErrNotExist while there is no config to install into.
+func (in *installer) ensure() error {
+	f, skipped, err := conflist.Pick(in.opts.ConfDir, in.opts.Network)
+	for _, s := range skipped {
+		in.log.Warn("skipping an invalid CNI config, as the runtime does", "err", s)
+	}
+	if err != nil {
+		return err
+	}
+	entry, err := conflist.Entry(in.opts.snippet, f.PrimaryIPAM())
+	if err != nil {
+		return err
+	}
+	if err := in.copyBinary(); err != nil {
+		return err
+	}
+	if in.opts.Mode == ModePluginDir {
+		return in.ensurePluginDir(f, entry)
+	}
+	data, err := f.WithEntry(entry)
+	if err != nil {
+		return err
+	}
+	target := f.ListPath()
+	changed, err := in.write(target, data, f.Mode)
+	if err != nil {
+		return err
+	}
+	if target != f.Path {
+		// A .conf became a .conflist: the new file is in place before the
+		// old one goes, so the runtime never sees neither.
+		if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("remove %s after converting it: %w", f.Path, err)
+		}
+		if err := atomicfile.SyncDir(in.opts.ConfDir); err != nil {
+			return err
+		}
+		in.log.Info("converted a single-plugin config to a conflist", "from", f.Path, "to", target)
+	}
+	if changed {
+		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
+	}
+	return nil
+}
+
+// write stores data at path if it differs, and notes reverts: a rewrite of
+// a file whose entry this process had put there.
+func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, error) {
+	changed, err := atomicfile.WriteIfChanged(path, data, mode)
+	if err != nil {
+		return false, err
+	}
+	if changed {
+		if _, before := in.written[path]; before {
+			in.noteRevert(path)
+		}
+		in.written[path] = data
+	}
+	return changed, nil
+}
+
+// revertWarnAfter reverts within revertWindow make a warning: another
+// agent keeps rewriting the file and the two fight.
+const (
+	revertWarnAfter = 3
+	revertWindow    = time.Minute
+)
+
+func (in *installer) noteRevert(path string) {
+	now := time.Now()
+	in.reverts = append(in.reverts, now)
+	for len(in.reverts) > 0 && now.Sub(in.reverts[0]) > revertWindow {
+		in.reverts = in.reverts[1:]
+	}
+	in.log.Info("the entry was gone; put it back", "file", path)
+	if len(in.reverts) >= revertWarnAfter {
+		in.log.Warn("another agent keeps removing netready from the CNI config; configure it to keep chained plugins, or use --mode plugin-dir",
+			"file", path, "reverts", len(in.reverts), "within", revertWindow)
+	}
+}
+
+// pluginDirName is netready's file in the network's plugin folder.
+const pluginDirName = "netready.conf"
+
+// ensurePluginDir writes <confDir>/<network>/netready.conf, which libcni
+// 1.3+ appends to the network's chain, and takes a netready entry out of
+// the primary's file if an earlier conflist-mode install left one.
+func (in *installer) ensurePluginDir(f *conflist.File, entry json.RawMessage) error {
+	if f.HasEntry() {
+		data, _, err := f.WithoutEntry()
+		if err != nil {
+			return err
+		}
+		if _, err := in.write(f.Path, data, f.Mode); err != nil {
+			return err
+		}
+	}
+	dir := filepath.Join(in.opts.ConfDir, f.Network)
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	var pretty []byte
+	pretty, err := json.MarshalIndent(json.RawMessage(entry), "", "  ")
+	if err != nil {
+		return err
+	}
+	changed, err := in.write(filepath.Join(dir, pluginDirName), append(pretty, '\n'), 0o644)
+	if err != nil || !changed {
+		return err
+	}
+	in.log.Info("netready is in the network's plugin folder", "file", filepath.Join(dir, pluginDirName))
+	return pokeDir(in.opts.ConfDir)
+}
+
+// pokeDir makes an event in dir: runtimes watch the config folder, not the
+// network's plugin folder below it, and reload on any event.
+func pokeDir(dir string) error {
+	f, err := os.CreateTemp(dir, ".netready-reload-")
+	if err != nil {
+		return err
+	}
+	f.Close()
+	return os.Remove(f.Name())
+}
+
+// copyBinary puts the plugin into the bin folder atomically.
+func (in *installer) copyBinary() error {
+	data, err := os.ReadFile(in.opts.PluginBinary)
+	if err != nil {
+		return fmt.Errorf("read plugin binary: %w", err)
+	}
+	changed, err := atomicfile.WriteIfChanged(filepath.Join(in.opts.BinDir, conflist.PluginType), data, 0o755)
+	if err != nil {
+		return fmt.Errorf("install plugin binary: %w", err)
+	}
+	if changed {
+		in.log.Info("installed the plugin binary", "path", filepath.Join(in.opts.BinDir, conflist.PluginType))
+	}
+	return nil
+}
+
+// uninstall takes netready's entry out of every config in the folder and
+// its plugin-folder file, then removes the binary.
+func (in *installer) uninstall() error {
+	entries, err := os.ReadDir(in.opts.ConfDir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		path := filepath.Join(in.opts.ConfDir, e.Name())
+		if e.IsDir() {
+			p := filepath.Join(path, pluginDirName)
+			if err := os.Remove(p); err == nil {
+				in.log.Info("removed", "file", p)
+				os.Remove(path) // only if empty
+				if err := pokeDir(in.opts.ConfDir); err != nil {
+					return err
+				}
+			} else if !errors.Is(err, fs.ErrNotExist) {
+				return err
+			}
+			continue
+		}
+		if !conflist.IsConfigName(e.Name()) {
+			continue
+		}
+		f, err := conflist.Load(path)
+		if err != nil || !f.HasEntry() {
+			continue
+		}
+		data, _, err := f.WithoutEntry()
+		if err != nil {
+			return fmt.Errorf("%s: %w", path, err)
+		}
+		if err := atomicfile.Write(path, data, f.Mode); err != nil {
+			return err
+		}
+		in.log.Info("removed netready from the chain", "file", path)
+	}
+	if in.opts.BinDir != "" {
+		bin := filepath.Join(in.opts.BinDir, conflist.PluginType)
+		if err := os.Remove(bin); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			return err
+		}
+	}
+	return nil
+}
+
+// newWatcher watches the config folder (and, in plugin-dir mode, the
+// network's plugin folder once it exists).
+func (in *installer) newWatcher() (*fsnotify.Watcher, error) {
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		return nil, fmt.Errorf("inotify: %w", err)
+	}
+	if err := w.Add(in.opts.ConfDir); err != nil {
+		w.Close()
+		return nil, fmt.Errorf("watch %s: %w", in.opts.ConfDir, err)
+	}
+	return w, nil
+}
+
+// debounce lets a burst of events (write, rename, remove) settle.
+const debounce = 20 * time.Millisecond
+
+// watch keeps the entry in place until ctx ends: inotify events, a re-check
+// right after the watch is armed, and a periodic resync as a safety net.
+func (in *installer) watch(ctx context.Context) error {
+	w, err := in.newWatcher()
+	if err != nil {
+		return err
+	}
+	defer w.Close()
+	resync := time.NewTicker(in.opts.Resync)
+	defer resync.Stop()
+	waiting := false
+	check := func() error {
+		err := in.ensure()
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			if !waiting {
+				in.log.Info("waiting for a CNI config", "dir", in.opts.ConfDir, "network", in.opts.Network)
+			}
+			waiting = true
+			return nil
+		case err != nil:
+			// A primary writing its file non-atomically can be caught
+			// half-written; the next event or resync tries again.
+			in.log.Warn("could not install; will retry", "err", err)
+			return nil
+		}
+		waiting = false
+		if in.opts.Mode == ModePluginDir {
+			if f, _, err := conflist.Pick(in.opts.ConfDir, in.opts.Network); err == nil {
+				w.Add(filepath.Join(in.opts.ConfDir, f.Network))
+			}
+		}
+		return nil
+	}
+	if err := check(); err != nil {
+		return err
+	}
+	var settle <-chan time.Time
+	for {
+		select {
+		case <-ctx.Done():
+			in.log.Info("stopping; the entry stays in place")
+			return nil
+		case ev, ok := <-w.Events:
+			if !ok {
+				return errors.New("inotify watch closed")
+			}
+			if in.ownEvent(ev) {
+				continue
+			}
+			settle = time.After(debounce)
+		case err := <-w.Errors:
+			in.log.Warn("inotify", "err", err)
+			settle = time.After(debounce)
+		case <-settle:
+			settle = nil
+			check()
+		case <-resync.C:
+			check()
+		}
+	}
+}
+
+// ownEvent reports events that this process's own writes caused: its temp
+// files, and files that hold exactly what it wrote.
+func (in *installer) ownEvent(ev fsnotify.Event) bool {
+	base := filepath.Base(ev.Name)
+	if len(base) > 0 && base[0] == '.' {
+		return true
+	}
+	want, ok := in.written[ev.Name]
+	if !ok || ev.Op&(fsnotify.Remove|fsnotify.Rename) != 0 {
+		return false
+	}
+	got, err := os.ReadFile(ev.Name)
+	return err == nil && string(got) == string(want)
+}

@@ -1,0 +1,194 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"io"
+	"io/fs"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+var update = flag.Bool("update", false, "rewrite the golden want/ folders")
+
+// readTree returns every file under dir, by relative path.
+func readTree(t *testing.T, dir string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		data, _ := os.ReadFile(p)
+		rel, _ := filepath.Rel(dir, p)
+		out[rel] = string(data)
+		return nil
+	})
+	return out
+}
+
+func copyTree(t *testing.T, from, to string) {
+	t.Helper()
+	for rel, data := range readTree(t, from) {
+		os.MkdirAll(filepath.Join(to, filepath.Dir(rel)), 0o755)
+		if err := os.WriteFile(filepath.Join(to, rel), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func testInstaller(t *testing.T, o options) *installer {
+	t.Helper()
+	if o.PluginBinary == "" {
+		o.PluginBinary = filepath.Join(t.TempDir(), "netready")
+		os.WriteFile(o.PluginBinary, []byte("#!/bin/true\n"), 0o755)
+	}
+	if o.Mode == "" {
+		o.Mode = ModeConflist
+	}
+	o.Defaults()
+	if err := o.Validate(); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	return &installer{opts: o, log: slog.New(slog.NewTextHandler(io.Discard, nil)), written: map[string][]byte{}}
+}
+
+// TestGolden runs the installer on testdata/<case>/in and compares the
+// folder with testdata/<case>/want. go test -update rewrites want/.
+func TestGolden(t *testing.T) {
+	tests := []struct {
+		name      string
+		network   string
+		config    string
+		mode      string
+		uninstall bool
+	}{
+		{name: "conf-becomes-conflist"},
+		{name: "already-twice", config: `{"type":"netready","timeout":"5s"}`},
+		{name: "unknown-fields"},
+		{name: "invalid-sorts-first"},
+		{name: "several-files"},
+		{name: "network-flag", network: "second"},
+		{name: "uninstall", uninstall: true},
+		{name: "snippet-with-status", config: `{"type":"netready","status":{"minFree":2}}`},
+		{name: "plugin-dir", mode: ModePluginDir},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf, bin := t.TempDir(), t.TempDir()
+			copyTree(t, filepath.Join("testdata", tt.name, "in"), conf)
+			in := testInstaller(t, options{ConfDir: conf, BinDir: bin, Network: tt.network, Config: tt.config, Mode: tt.mode, Uninstall: tt.uninstall})
+			run := in.ensure
+			if tt.uninstall {
+				run = in.uninstall
+			}
+			if err := run(); err != nil {
+				t.Fatalf("run: %v", err)
+			}
+			got := readTree(t, conf)
+			wantDir := filepath.Join("testdata", tt.name, "want")
+			if *update {
+				os.RemoveAll(wantDir)
+				copyTree(t, conf, wantDir)
+			}
+			if diff := cmp.Diff(readTree(t, wantDir), got); diff != "" {
+				t.Errorf("config folder (-want +got):\n%s", diff)
+			}
+			// Idempotent: a second run writes nothing.
+			before := readTree(t, conf)
+			stat := func() map[string]time.Time {
+				m := map[string]time.Time{}
+				for rel := range before {
+					if info, err := os.Stat(filepath.Join(conf, rel)); err == nil {
+						m[rel] = info.ModTime()
+					}
+				}
+				return m
+			}
+			mtimes := stat()
+			time.Sleep(10 * time.Millisecond)
+			if err := run(); err != nil {
+				t.Fatalf("second run: %v", err)
+			}
+			if diff := cmp.Diff(mtimes, stat()); diff != "" {
+				t.Errorf("second run rewrote files (-first +second mtimes):\n%s", diff)
+			}
+			if !tt.uninstall {
+				if _, err := os.Stat(filepath.Join(bin, "netready")); err != nil {
+					t.Errorf("binary not installed: %v", err)
+				}
+			}
+		})
+	}
+}
+
+// TestBadInputChangesNothing: each bad input is refused before any write.
+func TestBadInputChangesNothing(t *testing.T) {
+	tests := []struct {
+		name  string
+		setup func(t *testing.T, conf string) options
+		want  string
+	}{
+		{"missing conf dir", func(t *testing.T, conf string) options {
+			return options{ConfDir: filepath.Join(conf, "nope")}
+		}, "does not exist"},
+		{"snippet not an object", func(t *testing.T, conf string) options {
+			return options{ConfDir: conf, Config: `["netready"]`}
+		}, "--config must be a JSON object"},
+		{"snippet of another type", func(t *testing.T, conf string) options {
+			return options{ConfDir: conf, Config: `{"type":"bridge"}`}
+		}, `"type" must be "netready"`},
+		{"missing plugin binary", func(t *testing.T, conf string) options {
+			return options{ConfDir: conf, PluginBinary: filepath.Join(conf, "nope")}
+		}, "--plugin-binary"},
+		{"bad mode", func(t *testing.T, conf string) options {
+			return options{ConfDir: conf, Mode: "merge"}
+		}, `--mode "merge"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			conf, bin := t.TempDir(), t.TempDir()
+			copyTree(t, filepath.Join("testdata", "unknown-fields", "in"), conf)
+			before := readTree(t, conf)
+			o := tt.setup(t, conf)
+			o.BinDir = bin
+			if o.Mode == "" {
+				o.Mode = ModeConflist
+			}
+			if o.PluginBinary == "" {
+				o.PluginBinary = filepath.Join(t.TempDir(), "netready")
+				os.WriteFile(o.PluginBinary, nil, 0o755)
+			}
+			err := o.Validate()
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Fatalf("Validate = %v, want an error containing %q", err, tt.want)
+			}
+			if diff := cmp.Diff(before, readTree(t, conf)); diff != "" {
+				t.Errorf("changed (-before +after):\n%s", diff)
+			}
+			if len(readTree(t, bin)) != 0 {
+				t.Errorf("bin folder changed")
+			}
+		})
+	}
+	t.Run("unparsable conflist only", func(t *testing.T) {
+		conf, bin := t.TempDir(), t.TempDir()
+		copyTree(t, filepath.Join("testdata", "invalid-sorts-first", "in"), conf)
+		os.Remove(filepath.Join(conf, "10-good.conflist"))
+		before := readTree(t, conf)
+		in := testInstaller(t, options{ConfDir: conf, BinDir: bin, WaitTimeout: 300 * time.Millisecond})
+		err := in.installOnce(context.Background())
+		if err == nil || !strings.Contains(err.Error(), "no CNI config appeared") {
+			t.Errorf("installOnce = %v, want it to wait and give up", err)
+		}
+		if diff := cmp.Diff(before, readTree(t, conf)); diff != "" {
+			t.Errorf("changed (-before +after):\n%s", diff)
+		}
+	})
+}

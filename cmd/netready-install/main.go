@@ -1,0 +1,165 @@
+// Command netready-install puts netready last in the CNI configuration that
+// the node's runtime uses, copies the plugin binary, and with --watch keeps
+// the entry there when the primary network plugin rewrites its file.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io/fs"
+	"log/slog"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// Modes of installation.
+const (
+	ModeConflist  = "conflist"
+	ModePluginDir = "plugin-dir"
+)
+
+type options struct {
+	ConfDir      string
+	BinDir       string
+	Network      string
+	Config       string
+	PluginBinary string
+	Mode         string
+	Watch        bool
+	Uninstall    bool
+	Resync       time.Duration
+	WaitTimeout  time.Duration
+
+	// snippet is Config read (a file, or inline JSON).
+	snippet []byte
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var o options
+	fs := flag.NewFlagSet("netready-install", flag.ContinueOnError)
+	fs.StringVar(&o.ConfDir, "conf-dir", "/etc/cni/net.d", "the runtime's CNI configuration folder")
+	fs.StringVar(&o.BinDir, "bin-dir", "/opt/cni/bin", "the runtime's CNI plugin folder")
+	fs.StringVar(&o.Network, "network", "", "install into the config of this network (default: the file the runtime picks)")
+	fs.StringVar(&o.Config, "config", "", `netready's entry: a JSON file, or inline JSON (default {"type": "netready"})`)
+	fs.StringVar(&o.PluginBinary, "plugin-binary", "", "the plugin to copy (default: netready beside this program)")
+	fs.StringVar(&o.Mode, "mode", ModeConflist, "conflist: append to the chain; plugin-dir: write <conf-dir>/<network>/netready.conf (libcni 1.3+)")
+	fs.BoolVar(&o.Watch, "watch", false, "keep the entry in place until stopped")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry and binary")
+	fs.DurationVar(&o.Resync, "resync", time.Minute, "with --watch, re-check this often even without events")
+	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "give up waiting for a CNI config after this long (0: wait until stopped)")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	o.Defaults()
+	if err := o.Validate(); err != nil {
+		log.Error("invalid options; nothing was changed", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+	in := &installer{opts: o, log: log, written: map[string][]byte{}}
+	var err error
+	switch {
+	case o.Uninstall:
+		err = in.uninstall()
+	case o.Watch:
+		// A stop is a restart or an upgrade, not an uninstall: the entry
+		// stays.
+		err = in.watch(ctx)
+	default:
+		err = in.installOnce(ctx)
+	}
+	if err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// Defaults fills in what the flags left out.
+func (o *options) Defaults() {
+	if o.PluginBinary == "" && !o.Uninstall {
+		if self, err := os.Executable(); err == nil {
+			o.PluginBinary = filepath.Join(filepath.Dir(self), "netready")
+		}
+	}
+	if o.Resync <= 0 {
+		o.Resync = time.Minute
+	}
+}
+
+// Validate checks everything that can be checked before a write, so that
+// bad input changes nothing. It reads --config.
+func (o *options) Validate() error {
+	var errs []error
+	for flagName, dir := range map[string]string{"--conf-dir": o.ConfDir, "--bin-dir": o.BinDir} {
+		if flagName == "--bin-dir" && o.Uninstall {
+			continue
+		}
+		if err := writableDir(dir); err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", flagName, err))
+		}
+	}
+	if o.Mode != ModeConflist && o.Mode != ModePluginDir {
+		errs = append(errs, fmt.Errorf("--mode %q must be %q or %q", o.Mode, ModeConflist, ModePluginDir))
+	}
+	if o.Watch && o.Uninstall {
+		errs = append(errs, errors.New("--watch and --uninstall do not go together"))
+	}
+	if !o.Uninstall {
+		if info, err := os.Stat(o.PluginBinary); err != nil {
+			errs = append(errs, fmt.Errorf("--plugin-binary: %w", err))
+		} else if !info.Mode().IsRegular() {
+			errs = append(errs, fmt.Errorf("--plugin-binary %s is not a file", o.PluginBinary))
+		}
+	}
+	switch c := strings.TrimSpace(o.Config); {
+	case c == "":
+	case strings.HasPrefix(c, "{"), strings.HasPrefix(c, "["):
+		o.snippet = []byte(c)
+	default:
+		data, err := os.ReadFile(c)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("--config: %w", err))
+		}
+		o.snippet = data
+	}
+	if len(o.snippet) > 0 {
+		if _, err := conflist.Entry(o.snippet, nil); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// writableDir: an existing folder this process can write. Root ignores
+// permission bits, so this catches a missing folder and a read-only mount.
+func writableDir(dir string) error {
+	info, err := os.Stat(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("%s does not exist", dir)
+	}
+	if err != nil {
+		return err
+	}
+	if !info.IsDir() {
+		return fmt.Errorf("%s is not a folder", dir)
+	}
+	if err := unix.Access(dir, unix.W_OK); err != nil {
+		return fmt.Errorf("%s is not writable: %w", dir, err)
+	}
+	return nil
+}

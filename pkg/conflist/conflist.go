@@ -1,0 +1,306 @@
+// Package conflist owns editing a node's CNI configuration folder: finding
+// the file the runtime uses, putting the netready entry last in it (or in
+// the network's plugin folder), taking it out again, and writing every file
+// atomically, on generic JSON so that fields netready does not know survive
+// and keep their order.
+package conflist
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+)
+
+// PluginType is the type of netready's entry.
+const PluginType = "netready"
+
+// File is one CNI configuration file as the runtime reads it.
+type File struct {
+	Path    string
+	Network string
+	// List is true for a .conflist; a .conf or .json holds one plugin.
+	List bool
+	Raw  []byte
+	Mode fs.FileMode
+	// Plugins are the list's entries (or the single plugin), as written.
+	Plugins []json.RawMessage
+}
+
+// extensions the runtimes read, in libcni's ConfFiles order (by name).
+var extensions = []string{".conf", ".conflist", ".json"}
+
+// IsConfigName reports whether a runtime would read a file of this name.
+func IsConfigName(name string) bool {
+	return slices.Contains(extensions, filepath.Ext(name))
+}
+
+// Pick returns the file the runtime would use: the first valid one by
+// name, or the first valid one whose network is network. It returns
+// fs.ErrNotExist (wrapped) when there is none, and lists the invalid files
+// it skipped.
+func Pick(dir, network string) (*File, []error, error) {
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", dir, err)
+	}
+	var skipped []error
+	for _, e := range entries {
+		if e.IsDir() || !IsConfigName(e.Name()) {
+			continue
+		}
+		f, err := Load(filepath.Join(dir, e.Name()))
+		if err != nil {
+			skipped = append(skipped, err)
+			continue
+		}
+		if network == "" || f.Network == network {
+			return f, skipped, nil
+		}
+	}
+	what := "a valid CNI config"
+	if network != "" {
+		what = fmt.Sprintf("a valid CNI config for network %q", network)
+	}
+	return nil, skipped, fmt.Errorf("no %s in %s: %w", what, dir, fs.ErrNotExist)
+}
+
+// Load reads and validates one file as libcni would.
+func Load(path string) (*File, error) {
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		return nil, err
+	}
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	f := &File{Path: path, Raw: raw, Mode: info.Mode().Perm(), List: filepath.Ext(path) == ".conflist"}
+	var top map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &top); err != nil {
+		return nil, fmt.Errorf("%s: not a JSON object: %w", path, err)
+	}
+	if err := json.Unmarshal(top["name"], &f.Network); err != nil || f.Network == "" {
+		return nil, fmt.Errorf("%s: no network name", path)
+	}
+	if !f.List {
+		if pluginType(raw) == "" {
+			return nil, fmt.Errorf("%s: no plugin type", path)
+		}
+		f.Plugins = []json.RawMessage{raw}
+		return f, nil
+	}
+	if err := json.Unmarshal(top["plugins"], &f.Plugins); err != nil || len(f.Plugins) == 0 {
+		return nil, fmt.Errorf("%s: no plugins list", path)
+	}
+	for i, p := range f.Plugins {
+		if pluginType(p) == "" {
+			return nil, fmt.Errorf("%s: plugins[%d] has no type", path, i)
+		}
+	}
+	return f, nil
+}
+
+func pluginType(raw []byte) string {
+	var p struct {
+		Type string `json:"type"`
+	}
+	json.Unmarshal(raw, &p)
+	return p.Type
+}
+
+// HasEntry reports whether netready is in the file's chain.
+func (f *File) HasEntry() bool {
+	for _, p := range f.Plugins {
+		if pluginType(p) == PluginType {
+			return true
+		}
+	}
+	return false
+}
+
+// PrimaryIPAM returns the first plugin's ipam object if it is host-local.
+func (f *File) PrimaryIPAM() json.RawMessage {
+	var p struct {
+		IPAM json.RawMessage `json:"ipam"`
+	}
+	if json.Unmarshal(f.Plugins[0], &p) != nil || pluginType(p.IPAM) != "host-local" {
+		return nil
+	}
+	return p.IPAM
+}
+
+// WithEntry returns the conflist content with every netready entry removed
+// and entry appended last. A single-plugin file becomes a conflist whose
+// first plugin is the original, less its name and cniVersion.
+func (f *File) WithEntry(entry json.RawMessage) ([]byte, error) {
+	return f.rewrite(&entry)
+}
+
+// WithoutEntry returns the content with every netready entry removed, and
+// whether there was one.
+func (f *File) WithoutEntry() ([]byte, bool, error) {
+	out, err := f.rewrite(nil)
+	return out, f.HasEntry(), err
+}
+
+func (f *File) rewrite(entry *json.RawMessage) ([]byte, error) {
+	var plugins []json.RawMessage
+	for _, p := range f.Plugins {
+		if pluginType(p) != PluginType {
+			plugins = append(plugins, p)
+		}
+	}
+	if entry != nil {
+		plugins = append(plugins, *entry)
+	}
+	if len(plugins) == 0 {
+		return nil, errors.New("the chain would be empty")
+	}
+	var top *object
+	if f.List {
+		var err error
+		if top, err = parseObject(f.Raw); err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+	} else {
+		// The single plugin keeps every field but the list's own.
+		single, err := parseObject(f.Raw)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", f.Path, err)
+		}
+		top = &object{}
+		for _, k := range []string{"cniVersion", "name"} {
+			if v, ok := single.get(k); ok {
+				top.set(k, v)
+				single.del(k)
+			}
+		}
+		first, err := single.marshal()
+		if err != nil {
+			return nil, err
+		}
+		plugins[0] = first
+	}
+	list, err := json.Marshal(plugins)
+	if err != nil {
+		return nil, err
+	}
+	top.set("plugins", list)
+	out, err := top.marshal()
+	if err != nil {
+		return nil, err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, out, "", "  "); err != nil {
+		return nil, err
+	}
+	pretty.WriteByte('\n')
+	return pretty.Bytes(), nil
+}
+
+// ListPath is where a single-plugin file's conflist goes.
+func (f *File) ListPath() string {
+	if f.List {
+		return f.Path
+	}
+	return strings.TrimSuffix(f.Path, filepath.Ext(f.Path)) + ".conflist"
+}
+
+// object is a JSON object that keeps its keys' order and values as written.
+type object struct {
+	keys   []string
+	values map[string]json.RawMessage
+}
+
+func parseObject(raw []byte) (*object, error) {
+	dec := json.NewDecoder(bytes.NewReader(raw))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return nil, errors.New("not a JSON object")
+	}
+	o := &object{values: map[string]json.RawMessage{}}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return nil, err
+		}
+		var v json.RawMessage
+		if err := dec.Decode(&v); err != nil {
+			return nil, err
+		}
+		o.set(t.(string), v)
+	}
+	return o, nil
+}
+
+func (o *object) get(k string) (json.RawMessage, bool) {
+	v, ok := o.values[k]
+	return v, ok
+}
+
+func (o *object) set(k string, v json.RawMessage) {
+	if o.values == nil {
+		o.values = map[string]json.RawMessage{}
+	}
+	if _, ok := o.values[k]; !ok {
+		o.keys = append(o.keys, k)
+	}
+	o.values[k] = v
+}
+
+func (o *object) del(k string) {
+	delete(o.values, k)
+	o.keys = slices.DeleteFunc(o.keys, func(x string) bool { return x == k })
+}
+
+func (o *object) marshal() (json.RawMessage, error) {
+	var b bytes.Buffer
+	b.WriteByte('{')
+	for i, k := range o.keys {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		key, _ := json.Marshal(k)
+		b.Write(key)
+		b.WriteByte(':')
+		b.Write(o.values[k])
+	}
+	b.WriteByte('}')
+	return b.Bytes(), nil
+}
+
+// Entry builds netready's entry from the operator's snippet, filling
+// status.ipam from the primary's host-local ipam when the snippet has none.
+func Entry(snippet []byte, primaryIPAM json.RawMessage) (json.RawMessage, error) {
+	if len(bytes.TrimSpace(snippet)) == 0 {
+		snippet = []byte(`{"type":"netready"}`)
+	}
+	o, err := parseObject(snippet)
+	if err != nil {
+		return nil, fmt.Errorf("--config must be a JSON object: %w", err)
+	}
+	if t, ok := o.get("type"); !ok {
+		o.set("type", json.RawMessage(`"netready"`))
+	} else if pluginType(snippet) != PluginType {
+		return nil, fmt.Errorf(`--config: "type" must be "netready", not %s`, t)
+	}
+	if primaryIPAM != nil {
+		status := &object{}
+		if raw, ok := o.get("status"); ok {
+			if status, err = parseObject(raw); err != nil {
+				return nil, fmt.Errorf(`--config: "status" must be an object: %w`, err)
+			}
+		}
+		if _, ok := status.get("ipam"); !ok {
+			status.set("ipam", primaryIPAM)
+			s, _ := status.marshal()
+			o.set("status", s)
+		}
+	}
+	return o.marshal()
+}

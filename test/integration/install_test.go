@@ -1,0 +1,236 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+)
+
+// installer runs bin/netready-install with the given flags.
+func startInstaller(t *testing.T, args ...string) (*exec.Cmd, *syncBuffer) {
+	t.Helper()
+	cmd := exec.Command(filepath.Join(binDir, "netready-install"), args...)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		}
+		if t.Failed() {
+			t.Logf("installer log:\n%s", logs.String())
+		}
+	})
+	return cmd, &logs
+}
+
+type syncBuffer struct {
+	mu sync.Mutex
+	b  bytes.Buffer
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
+}
+
+func runInstaller(t *testing.T, args ...string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	out, err := exec.CommandContext(ctx, filepath.Join(binDir, "netready-install"), args...).CombinedOutput()
+	if err != nil {
+		t.Fatalf("netready-install %v: %v\n%s", args, err, out)
+	}
+	return string(out)
+}
+
+// lastPluginType reads a conflist and returns its last plugin's type.
+func lastPluginType(data []byte) (string, error) {
+	var l struct {
+		Plugins []struct {
+			Type string `json:"type"`
+		} `json:"plugins"`
+	}
+	if err := json.Unmarshal(data, &l); err != nil {
+		return "", err
+	}
+	if len(l.Plugins) == 0 {
+		return "", nil
+	}
+	return l.Plugins[len(l.Plugins)-1].Type, nil
+}
+
+// writeAtomic is how a well-behaved primary writes its file.
+func writeAtomic(t *testing.T, path string, data []byte) {
+	tmp := filepath.Join(filepath.Dir(path), ".primary.tmp")
+	if err := os.WriteFile(tmp, data, 0o644); err != nil {
+		t.Error(err)
+		return
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestInstallerWatch: a stand-in primary rewrites its conflist without
+// netready again and again; each time netready is back last in the chain
+// within a second, and a reader never sees a half-written file.
+func TestInstallerWatch(t *testing.T) {
+	conf, bin := t.TempDir(), t.TempDir()
+	path := filepath.Join(conf, "10-primary.conflist")
+	primary := []byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.200.60.0/24"}]]}}]}`)
+	writeAtomic(t, path, primary)
+	_, logs := startInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--watch", "--resync", "1h")
+
+	waitFor := func(what string, cond func() bool) time.Duration {
+		start := time.Now()
+		for time.Since(start) < 5*time.Second {
+			if cond() {
+				return time.Since(start)
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		t.Fatalf("%s: not within 5 s", what)
+		return 0
+	}
+	hasNetready := func() bool {
+		data, err := os.ReadFile(path)
+		typ, _ := lastPluginType(data)
+		return err == nil && typ == "netready"
+	}
+	waitFor("first install", hasNetready)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	var reads, bad atomic.Int64
+	var readerDone sync.WaitGroup
+	readerDone.Add(1)
+	go func() {
+		defer readerDone.Done()
+		for ctx.Err() == nil {
+			data, err := os.ReadFile(path)
+			if err != nil {
+				continue // between a .conf removal and the rename there is none; here it is always there
+			}
+			reads.Add(1)
+			if _, err := lastPluginType(data); err != nil {
+				bad.Add(1)
+				t.Errorf("reader saw a file that does not parse: %v: %q", err, data)
+			}
+		}
+	}()
+	var worst time.Duration
+	for i := 0; i < 10; i++ {
+		writeAtomic(t, path, primary)
+		took := waitFor("re-insert after the primary rewrote its file", hasNetready)
+		worst = max(worst, took)
+		if took > time.Second {
+			t.Errorf("rewrite %d: netready back after %s, want within 1 s", i, took)
+		}
+	}
+	cancel()
+	readerDone.Wait()
+	t.Logf("10 rewrites: netready back within %s at worst; %d reads, %d unparsable", worst, reads.Load(), bad.Load())
+	if !strings.Contains(logs.String(), "another agent keeps removing netready") {
+		t.Errorf("no warning about the agent that keeps reverting the file:\n%s", logs.String())
+	}
+	if _, err := os.Stat(filepath.Join(bin, "netready")); err != nil {
+		t.Errorf("binary not installed: %v", err)
+	}
+}
+
+// TestInstallerEndToEnd: the installer edits a copy of a conflist whose
+// chain lacks netready, then real cnitool ADDs go through the edited chain
+// and netready writes its marker; for both install modes. Stopping the
+// watcher leaves the entry; --uninstall removes it.
+func TestInstallerEndToEnd(t *testing.T) {
+	for _, mode := range []string{"conflist", "plugin-dir"} {
+		t.Run(mode, func(t *testing.T) {
+			n := newNet(t, "bridge.conflist", nil)
+			// The primary's file as a network plugin would ship it: no netready.
+			var chain []any
+			for _, p := range plugins(n.List) {
+				if p["type"] != "netready" {
+					chain = append(chain, p)
+				}
+			}
+			n.List["plugins"] = chain
+			n.write()
+			bin := t.TempDir()
+			for _, p := range []string{"bridge", "host-local", "loopback"} {
+				data, _ := os.ReadFile(filepath.Join(cniBinDir, p))
+				os.WriteFile(filepath.Join(bin, p), data, 0o755)
+			}
+			snippet := `{"type":"netready","stateDir":"` + n.StateDir + `","checks":[{"kind":"address"},{"kind":"route"}]}`
+			runInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"),
+				"--config", snippet, "--mode", mode)
+
+			netns := newNS(t)
+			cmd := exec.Command(filepath.Join(cniBinDir, "cnitool"), "add", n.Name, netns.Path())
+			cmd.Env = append(os.Environ(), "NETCONFPATH="+n.ConfDir, "CNI_PATH="+bin)
+			t.Cleanup(func() {
+				del := exec.Command(filepath.Join(cniBinDir, "cnitool"), "del", n.Name, netns.Path())
+				del.Env = cmd.Env
+				del.Run()
+			})
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("cnitool add through the installed chain: %v\n%s", err, out)
+			}
+			m := n.readMarker(containerID(netns.Path()), "eth0")
+			if m.State != "ready" {
+				t.Errorf("marker state %s", m.State)
+			}
+
+			runInstaller(t, "--conf-dir", n.ConfDir, "--uninstall", "--bin-dir", bin)
+			data, _ := os.ReadFile(filepath.Join(n.ConfDir, n.Name+".conflist"))
+			if typ, err := lastPluginType(data); err != nil || typ != "bridge" {
+				t.Errorf("after --uninstall the chain ends with %q (%v), want bridge", typ, err)
+			}
+			if _, err := os.Stat(filepath.Join(n.ConfDir, n.Name, "netready.conf")); err == nil {
+				t.Errorf("after --uninstall the plugin-dir file is still there")
+			}
+			if _, err := os.Stat(filepath.Join(bin, "netready")); err == nil {
+				t.Errorf("after --uninstall the binary is still there")
+			}
+		})
+	}
+	t.Run("stop is not uninstall", func(t *testing.T) {
+		conf, bin := t.TempDir(), t.TempDir()
+		path := filepath.Join(conf, "10-primary.conflist")
+		writeAtomic(t, path, []byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"ptp"}]}`))
+		cmd, _ := startInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--watch")
+		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(10 * time.Millisecond) {
+			if data, _ := os.ReadFile(path); bytes.Contains(data, []byte("netready")) {
+				break
+			}
+		}
+		cmd.Process.Signal(os.Interrupt)
+		if err := cmd.Wait(); err != nil {
+			t.Errorf("installer exit after SIGINT: %v", err)
+		}
+		data, _ := os.ReadFile(path)
+		if typ, _ := lastPluginType(data); typ != "netready" {
+			t.Errorf("after a stop the chain ends with %q, want netready still there", typ)
+		}
+	})
+}
