@@ -70,7 +70,7 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			if err != nil {
 				return nil, err
 			}
-			return newHTTPCheck(raw, path)
+			return NewHTTPCheck(raw, path)
 		})
 	}
 	return nil, fmt.Errorf("unknown check kind %q", cc.Kind)
@@ -221,7 +221,9 @@ type httpCheck struct {
 // is asked again before the deadline.
 const httpRequestTimeout = time.Second
 
-func newHTTPCheck(raw, path string) (Check, error) {
+// NewHTTPCheck checks that a loopback http:// or unix:// endpoint answers
+// 2xx; STATUS uses it for agents too.
+func NewHTTPCheck(raw, path string) (Check, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, never("url %q: %v", raw, err)

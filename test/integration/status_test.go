@@ -1,0 +1,118 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// status runs STATUS through libcni and returns the CNI error, if any, and
+// how long it took.
+func (n *testNet) status(t *testing.T) (*types.Error, time.Duration) {
+	t.Helper()
+	cni, list := n.libcni()
+	start := time.Now()
+	err := cni.GetStatusNetworkList(context.Background(), list)
+	took := time.Since(start)
+	if err == nil {
+		return nil, took
+	}
+	var e *types.Error
+	if !errors.As(err, &e) {
+		t.Fatalf("STATUS: %v is not a CNI error", err)
+	}
+	return e, took
+}
+
+// TestStatusPoolAndAgents: STATUS tells the truth about a /29 pool that real
+// ADDs fill and a DEL frees, and about agents that go stale, unhealthy or
+// silent, always within a second.
+func TestStatusPoolAndAgents(t *testing.T) {
+	heartbeat := filepath.Join(t.TempDir(), "heartbeat")
+	os.WriteFile(heartbeat, nil, 0o644)
+	var health atomic.Int32 // 0 healthy, 1 503, 2 hang
+	agent := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch health.Load() {
+		case 1:
+			w.WriteHeader(http.StatusServiceUnavailable)
+		case 2:
+			<-r.Context().Done()
+		}
+	}))
+	defer agent.Close()
+	n := newNet(t, "bridge.conflist", func(n *testNet, list map[string]any) {
+		ipam := plugins(list)[0]["ipam"].(map[string]any)
+		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
+		n.Netready()["status"] = map[string]any{
+			"ipam": "auto", "confDir": n.ConfDir,
+			"agents": []any{
+				map[string]any{"kind": "file", "path": heartbeat, "maxAge": "30s"},
+				map[string]any{"kind": "http", "url": agent.URL + "/liveness"},
+			},
+		}
+	})
+	if e, _ := n.status(t); e != nil {
+		t.Fatalf("STATUS on an empty pool: %+v", e)
+	}
+	var nss []string
+	for i := 0; i < 5; i++ {
+		ns := newNS(t)
+		if _, err := n.add(ns.Path()); err != nil {
+			t.Fatalf("ADD %d: %v", i+1, err)
+		}
+		nss = append(nss, ns.Path())
+	}
+	e, took := n.status(t)
+	want := `netready: network "` + n.Name + `": IP pool exhausted (5 of 5 addresses in use)`
+	if e == nil || e.Code != types.ErrPluginNotAvailable || e.Msg != want {
+		t.Errorf("STATUS with the pool full = %+v, want code 50 %q", e, want)
+	}
+	t.Logf("STATUS with a full pool answered in %s", took)
+	sixth := newNS(t)
+	if _, err := n.add(sixth.Path()); err == nil || !strings.Contains(err.Error(), "no IP addresses available") {
+		t.Errorf("6th ADD = %v, want host-local's exhaustion", err)
+	}
+	if _, err := n.cnitool("del", nss[0]); err != nil {
+		t.Fatal(err)
+	}
+	if e, _ := n.status(t); e != nil {
+		t.Errorf("STATUS after a DEL freed an address: %+v", e)
+	}
+
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(heartbeat, old, old)
+	if e, _ := n.status(t); e == nil || e.Code != 50 || !strings.Contains(e.Msg, "agent file "+heartbeat+" is stale") {
+		t.Errorf("STATUS with a stale heartbeat = %+v", e)
+	}
+	os.Chtimes(heartbeat, time.Now(), time.Now())
+
+	health.Store(1)
+	if e, _ := n.status(t); e == nil || e.Code != 50 || !strings.Contains(e.Msg, "agent "+agent.URL+"/liveness is not healthy: answered 503") {
+		t.Errorf("STATUS with an unhealthy agent = %+v", e)
+	}
+	health.Store(2)
+	e, took = n.status(t)
+	if e == nil || e.Code != 50 || !strings.Contains(e.Msg, "agent "+agent.URL+"/liveness is not healthy: no answer") {
+		t.Errorf("STATUS with a hanging agent = %+v", e)
+	}
+	if took > 2*time.Second {
+		t.Errorf("STATUS with a hanging agent took %s; the contract says under 1 s", took)
+	}
+	t.Logf("STATUS with a hanging agent answered in %s", took)
+	health.Store(0)
+	if e, _ := n.status(t); e != nil {
+		t.Errorf("STATUS once the agent recovered: %+v", e)
+	}
+}
