@@ -196,7 +196,7 @@ func CountPool(network string, ipam json.RawMessage) ([]Pool, error) {
 // bound is one range as netip values, so that counting tens of thousands
 // of names allocates nothing per name.
 type bound struct {
-	set               int
+	set                 int
 	start, end, gateway netip.Addr
 }
 
