@@ -4,9 +4,10 @@ export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 CACHE ?= $(HOME)/.cache/netready
 CNI_BIN := $(CACHE)/cni-plugins
+CONTAINERD_BIN := $(CACHE)/containerd
 BIN := $(CURDIR)/bin
 
-.PHONY: all build deps tools demo test unit integration bench lint clean
+.PHONY: all build deps tools containerd demo test unit integration bench lint clean
 
 all: build
 
@@ -21,16 +22,19 @@ deps:
 tools:
 	@scripts/build-tools.sh $(CNI_BIN)
 
+containerd:
+	@scripts/build-containerd.sh $(CONTAINERD_BIN)
+
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/demo.sh
 
-test: deps tools build unit integration
+test: deps tools containerd build unit integration
 
 unit:
 	$(GO) test -count=1 ./...
 
 integration:
-	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) scripts/preserve-host.sh \
+	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic)' ; \
 	  exit $${PIPESTATUS[0]}

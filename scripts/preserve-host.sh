@@ -10,6 +10,8 @@ sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv6.conf.default.
 declare -A saved
 for s in "${sysctls[@]}"; do saved[$s]=$(sysctl -n "$s"); done
 had_cache=0; [ -e /var/lib/cni ] && had_cache=1
+# containerd 2.x puts shim sockets in /run/containerd/s whatever its state dir.
+had_run_containerd=0; [ -e /run/containerd ] && had_run_containerd=1
 netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1)
 rules_before=$(iptables -w 5 -S FORWARD 2>/dev/null)
@@ -19,6 +21,7 @@ restore() {
   rc=$?
   for s in "${sysctls[@]}"; do sysctl -qw "$s=${saved[$s]}"; done
   [ $had_cache = 0 ] && rm -rf /var/lib/cni
+  [ $had_run_containerd = 0 ] && ! pgrep -x containerd >/dev/null && rm -rf /run/containerd
   for ns in $(ip netns list 2>/dev/null | awk '{print $1}' | grep -E '^(cnitest-|nr)'); do
     grep -qx "$ns" <<<"$netns_before" || { echo "preserve-host: removing leftover netns $ns"; ip netns del "$ns"; }
   done
