@@ -5,15 +5,17 @@ GO ?= go
 CACHE ?= $(HOME)/.cache/netready
 CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
+K8S_BIN := $(CACHE)/k8s
+TEST_ENV := NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
 BIN := $(CURDIR)/bin
 
-.PHONY: all build deps tools containerd demo test unit integration bench lint clean
+.PHONY: all build deps tools containerd k8s demo test unit integration bench lint clean
 
 all: build
 
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./plugins/meta/netready
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
 
 deps:
@@ -25,22 +27,25 @@ tools:
 containerd:
 	@scripts/build-containerd.sh $(CONTAINERD_BIN)
 
+k8s:
+	@scripts/build-k8s.sh $(K8S_BIN)
+
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/demo.sh
 
-test: deps tools containerd build unit integration
+test: deps tools containerd k8s build unit integration
 
 unit:
 	$(GO) test -count=1 ./...
 
 integration:
-	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) scripts/preserve-host.sh \
+	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic)' ; \
 	  exit $${PIPESTATUS[0]}
 
-bench: deps tools build
-	NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) scripts/preserve-host.sh \
+bench: deps tools k8s build
+	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 30m ./test/integration/...
 
 lint:

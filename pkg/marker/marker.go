@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/wait"
 )
 
 // Version is the marker format version.
@@ -60,8 +62,6 @@ type CheckResult struct {
 type Pending struct {
 	Checks   []config.CheckConf `json:"checks"`
 	Gateways map[string]string  `json:"gateways,omitempty"`
-	// Deadline after which the sidecar stops checking.
-	Deadline Time `json:"deadline"`
 }
 
 // Time marshals as RFC 3339 in UTC with nine fraction digits, as the
@@ -87,6 +87,58 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	}
 	t.Time = v
 	return nil
+}
+
+// New records an attachment and the outcome of its wait, which began at
+// start. It is ready; a caller that gave up makes it pending.
+func New(att *attachment.Attachment, o wait.Outcome, start time.Time) *Marker {
+	m := &Marker{
+		Version: Version, Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName,
+		NetNS: att.NetNS, Pod: att.Pod, IPs: att.IPStrings(),
+		State:     StateReady,
+		CreatedAt: Time{start},
+		ReadyAt:   &Time{start.Add(o.Waited)},
+		WaitedMs:  o.Waited.Milliseconds(),
+		Checks:    make([]CheckResult, 0, len(o.Results)),
+	}
+	for _, r := range o.Results {
+		cr := CheckResult{Kind: r.Check.Kind(), Target: r.Check.Target(), Ready: r.Ready, Why: r.Why}
+		if r.Ready {
+			cr.WaitedMs = r.Waited.Milliseconds()
+		}
+		m.Checks = append(m.Checks, cr)
+	}
+	return m
+}
+
+// Gateways maps each pod IP to its gateway, for a pending marker.
+func Gateways(att *attachment.Attachment) map[string]string {
+	gws := map[string]string{}
+	for _, ip := range att.IPs {
+		if ip.Gateway != nil {
+			gws[ip.Address.IP.String()] = ip.Gateway.String()
+		}
+	}
+	return gws
+}
+
+// Attachment rebuilds the attachment a marker records, for going on with
+// its checks.
+func (m *Marker) Attachment() (*attachment.Attachment, error) {
+	att := &attachment.Attachment{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName, NetNS: m.NetNS, Pod: m.Pod}
+	for _, s := range m.IPs {
+		ip, ipnet, err := net.ParseCIDR(s)
+		if err != nil {
+			return nil, fmt.Errorf("marker IP %q: %w", s, err)
+		}
+		ipnet.IP = ip
+		a := attachment.IP{Address: *ipnet}
+		if m.Pending != nil {
+			a.Gateway = net.ParseIP(m.Pending.Gateways[ip.String()])
+		}
+		att.IPs = append(att.IPs, a)
+	}
+	return att, nil
 }
 
 // Key identifies an attachment's marker.

@@ -22,8 +22,12 @@ import (
 
 	"github.com/coreos/go-iptables/iptables"
 	"github.com/google/nftables"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/marker"
 )
 
 // Benchmarks print figures measured in one run, side by side with a
@@ -436,4 +440,59 @@ func BenchmarkStatus(b *testing.B) {
 		fmt.Printf("\nSTATUS with %d addresses allocated (of 65533): median %s, p99 %s (exec of the plugin, 200 runs)\n",
 			allocated, ms(percentile(runs, .5)), ms(percentile(runs, .99)))
 	}
+}
+
+// BenchmarkPublishLatency: a marker written until its condition is visible
+// through a watch of the API server, over 200 pods, at client-go's default
+// rate limits (QPS 5, burst 10), one pod at a time.
+func BenchmarkPublishLatency(b *testing.B) {
+	const pods = 200
+	a := startAPIServer(b)
+	state := b.TempDir()
+	startSidecar(b, a, state, testNode)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w, err := a.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	visible := make(chan string, pods)
+	go func() {
+		for ev := range w.ResultChan() {
+			pod, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			for _, c := range pod.Status.Conditions {
+				if c.Type == "networking.kubernetes.io/pod-network-ready" && c.Status == corev1.ConditionTrue {
+					visible <- pod.Name
+				}
+			}
+		}
+	}()
+	store := marker.Store{Dir: state}
+	var lat []time.Duration
+	for i := 0; i < pods; i++ {
+		name := fmt.Sprintf("bench-%d", i)
+		pod := a.newPod(name, testNode)
+		// The marker the plugin writes for a pod that was ready at once.
+		now := time.Now()
+		m := &marker.Marker{Version: marker.Version, Network: "bench", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0",
+			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(pod.UID)}, IPs: []string{"10.200.0.5/24"},
+			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		start := time.Now()
+		if err := store.Write(m); err != nil {
+			b.Fatal(err)
+		}
+		for got := ""; got != name; {
+			select {
+			case got = <-visible:
+			case <-time.After(30 * time.Second):
+				b.Fatalf("condition of %s never visible", name)
+			}
+		}
+		lat = append(lat, time.Since(start))
+	}
+	fmt.Printf("\nPublish latency, marker written -> condition seen through a watch (%d pods, client-go default QPS 5 / burst 10): p50 %s, p99 %s\n",
+		pods, ms(percentile(lat, .5)), ms(percentile(lat, .99)))
 }

@@ -56,7 +56,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 
 	store := marker.Store{Dir: conf.StateDir}
-	m := newMarker(att, outcome, start)
+	m := marker.New(att, outcome, start)
 	if !outcome.Ready() {
 		if conf.OnTimeout == config.OnTimeoutFail {
 			// A marker left by an earlier ADD must not claim readiness now.
@@ -68,7 +68,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		m.State = marker.StatePending
 		m.ReadyAt = nil
-		m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: gateways(att)}
+		m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
 	}
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
@@ -212,36 +212,6 @@ func newAttachment(conf *config.NetConf, args *skel.CmdArgs) (*attachment.Attach
 
 func markerKey(att *attachment.Attachment) marker.Key {
 	return marker.Key{Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName}
-}
-
-func newMarker(att *attachment.Attachment, o wait.Outcome, start time.Time) *marker.Marker {
-	m := &marker.Marker{
-		Version: marker.Version, Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName,
-		NetNS: att.NetNS, Pod: att.Pod, IPs: att.IPStrings(),
-		State:     marker.StateReady,
-		CreatedAt: marker.Time{Time: start},
-		ReadyAt:   &marker.Time{Time: start.Add(o.Waited)},
-		WaitedMs:  o.Waited.Milliseconds(),
-		Checks:    make([]marker.CheckResult, 0, len(o.Results)),
-	}
-	for _, r := range o.Results {
-		cr := marker.CheckResult{Kind: r.Check.Kind(), Target: r.Check.Target(), Ready: r.Ready, Why: r.Why}
-		if r.Ready {
-			cr.WaitedMs = r.Waited.Milliseconds()
-		}
-		m.Checks = append(m.Checks, cr)
-	}
-	return m
-}
-
-func gateways(att *attachment.Attachment) map[string]string {
-	gws := map[string]string{}
-	for _, ip := range att.IPs {
-		if ip.Gateway != nil {
-			gws[ip.Address.IP.String()] = ip.Gateway.String()
-		}
-	}
-	return gws
 }
 
 // markerMatches compares a marker with the attachment CHECK was given.

@@ -1,0 +1,120 @@
+// Command netready-sidecar is netready's node agent: it publishes the
+// plugin's readiness markers as a condition on each pod, for readiness
+// gates (KEP-580, KEP-5709), and goes on with the checks of attachments
+// whose ADD gave up waiting.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"os"
+	"os/signal"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/netready/netready/pkg/publish"
+)
+
+type options struct {
+	StateDir       string
+	NodeName       string
+	ConditionType  string
+	Kubeconfig     string
+	Listen         string
+	PendingTimeout time.Duration
+	Resync         time.Duration
+	Workers        int
+}
+
+func main() { os.Exit(run(os.Args[1:])) }
+
+func run(args []string) int {
+	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+	var o options
+	fs := flag.NewFlagSet("netready-sidecar", flag.ContinueOnError)
+	fs.StringVar(&o.StateDir, "state-dir", "/run/netready", "the plugin's stateDir")
+	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
+	fs.StringVar(&o.ConditionType, "condition-type", publish.DefaultConditionType, "the pod condition to set")
+	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
+	fs.StringVar(&o.Listen, "listen", "127.0.0.1:9095", "address for /metrics, /healthz and /readyz")
+	fs.DurationVar(&o.PendingTimeout, "pending-timeout", 10*time.Minute, "how long after ADD to go on checking a pending attachment")
+	fs.DurationVar(&o.Resync, "resync", 5*time.Minute, "re-read every marker this often, besides inotify")
+	fs.IntVar(&o.Workers, "workers", 4, "markers published in parallel")
+	if err := fs.Parse(args); err != nil {
+		return 2
+	}
+	if err := o.Validate(); err != nil {
+		log.Error("invalid options", "err", strings.ReplaceAll(err.Error(), "\n", "; "))
+		return 2
+	}
+	cfg, err := restConfig(o.Kubeconfig)
+	if err != nil {
+		log.Error("no Kubernetes client config", "err", err)
+		return 1
+	}
+	cfg.UserAgent = "netready-sidecar"
+	client, err := kubernetes.NewForConfig(cfg)
+	if err != nil {
+		log.Error("Kubernetes client", "err", err)
+		return 1
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
+	defer stop()
+
+	reg := prometheus.NewRegistry()
+	c := newController(o, client, log, newMetrics(reg))
+	srv := &http.Server{Addr: o.Listen, Handler: c.mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error("http", "err", err)
+			stop()
+		}
+	}()
+	defer srv.Close()
+	if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
+		log.Error("failed", "err", err)
+		return 1
+	}
+	return 0
+}
+
+// Validate returns every problem at once.
+func (o *options) Validate() error {
+	var errs []error
+	if !filepath.IsAbs(o.StateDir) {
+		errs = append(errs, fmt.Errorf("--state-dir %q must be an absolute path", o.StateDir))
+	}
+	if o.NodeName == "" {
+		errs = append(errs, errors.New("--node-name (or $NODE_NAME) is required"))
+	}
+	if msgs := validation.IsQualifiedName(o.ConditionType); len(msgs) > 0 {
+		errs = append(errs, fmt.Errorf("--condition-type %q: %s", o.ConditionType, strings.Join(msgs, "; ")))
+	}
+	if o.PendingTimeout <= 0 || o.Resync <= 0 {
+		errs = append(errs, errors.New("--pending-timeout and --resync must be positive"))
+	}
+	if o.Workers < 1 {
+		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	return errors.Join(errs...)
+}
+
+func restConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
+}

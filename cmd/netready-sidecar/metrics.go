@@ -1,0 +1,43 @@
+package main
+
+import (
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// metrics are the sidecar's Prometheus series.
+type metrics struct {
+	publishLatency prometheus.Histogram
+	markerWait     *prometheus.HistogramVec
+	apiErrors      *prometheus.CounterVec
+	pending        prometheus.Gauge
+	published      *prometheus.CounterVec
+}
+
+func newMetrics(reg prometheus.Registerer) *metrics {
+	m := &metrics{
+		publishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netready_publish_latency_seconds",
+			Help:    "Time from a marker being written to its pod condition being published.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
+		}),
+		markerWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "netready_marker_wait_seconds",
+			Help:    "How long ADD (and the sidecar, for pending attachments) waited for the network, from markers.",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
+		}, []string{"state"}),
+		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "netready_api_errors_total",
+			Help: "Failed API server requests, by reason.",
+		}, []string{"reason"}),
+		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netready_pending_attachments",
+			Help: "Attachments whose checks the sidecar is still running.",
+		}),
+		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "netready_conditions_published_total",
+			Help: "Pod condition patches applied, by status.",
+		}, []string{"status"}),
+	}
+	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.pending, m.published)
+	return m
+}

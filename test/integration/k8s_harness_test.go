@@ -1,0 +1,278 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"crypto/rand"
+	"crypto/rsa"
+	"crypto/tls"
+	"crypto/x509"
+	"encoding/pem"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"sigs.k8s.io/yaml"
+)
+
+// apiServer is a real etcd and kube-apiserver on loopback.
+type apiServer struct {
+	t          testing.TB
+	dir, bins  string
+	port       int
+	etcd, kapi *exec.Cmd
+	Admin      *kubernetes.Clientset
+	// AgentKubeconfig authenticates as the sidecar's service account.
+	AgentKubeconfig string
+	AgentConfig     *rest.Config
+	// kapiArgs restart the API server as it was.
+	kapiArgs []string
+}
+
+const (
+	adminToken = "netready-admin-token"
+	agentToken = "netready-agent-token"
+	agentUser  = "system:serviceaccount:kube-system:netready-sidecar"
+)
+
+func startAPIServer(t testing.TB) *apiServer {
+	t.Helper()
+	bins := os.Getenv("NETREADY_K8S_BIN")
+	if bins == "" {
+		t.Fatal("NETREADY_K8S_BIN must name the kube-apiserver and etcd build; run `make test`")
+	}
+	a := &apiServer{t: t, dir: t.TempDir(), bins: bins, port: freePort(t)}
+	key, err := rsa.GenerateKey(rand.Reader, 2048)
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub, _ := x509.MarshalPKIXPublicKey(&key.PublicKey)
+	os.WriteFile(filepath.Join(a.dir, "sa.key"), pem.EncodeToMemory(&pem.Block{Type: "RSA PRIVATE KEY", Bytes: x509.MarshalPKCS1PrivateKey(key)}), 0o600)
+	os.WriteFile(filepath.Join(a.dir, "sa.pub"), pem.EncodeToMemory(&pem.Block{Type: "PUBLIC KEY", Bytes: pub}), 0o644)
+	tokens := adminToken + ",admin,admin,system:masters\n" +
+		agentToken + "," + agentUser + ",agent,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n"
+	os.WriteFile(filepath.Join(a.dir, "tokens.csv"), []byte(tokens), 0o600)
+
+	etcdClient, etcdPeer := freePort(t), freePort(t)
+	a.etcd = a.start("etcd", filepath.Join(bins, "etcd"),
+		"--name", "netready", "--data-dir", filepath.Join(a.dir, "etcd"),
+		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
+		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
+		"--listen-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
+		"--initial-advertise-peer-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdPeer),
+		"--initial-cluster", fmt.Sprintf("netready=http://127.0.0.1:%d", etcdPeer),
+		"--listen-metrics-urls", "", "--log-level", "warn")
+	a.kapiArgs = []string{
+		"--etcd-servers", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
+		"--bind-address", "127.0.0.1", "--advertise-address", "127.0.0.1",
+		"--secure-port", strconv.Itoa(a.port), "--cert-dir", filepath.Join(a.dir, "certs"),
+		"--token-auth-file", filepath.Join(a.dir, "tokens.csv"),
+		"--authorization-mode", "RBAC",
+		"--service-account-key-file", filepath.Join(a.dir, "sa.pub"),
+		"--service-account-signing-key-file", filepath.Join(a.dir, "sa.key"),
+		"--service-account-issuer", "https://kubernetes.default.svc",
+		"--service-cluster-ip-range", "10.200.252.0/24",
+		"--endpoint-reconciler-type", "none",
+		"--enable-priority-and-fairness=false",
+	}
+	a.startAPI()
+	cfg := a.config(adminToken)
+	a.Admin = kubernetes.NewForConfigOrDie(cfg)
+	a.AgentConfig = a.config(agentToken)
+	a.AgentKubeconfig = filepath.Join(a.dir, "agent.kubeconfig")
+	kc := fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: agent, user: {token: %s}}]
+contexts: [{name: test, context: {cluster: test, user: agent}}]
+current-context: test
+`, a.port, agentToken)
+	os.WriteFile(a.AgentKubeconfig, []byte(kc), 0o600)
+	a.applyRBAC()
+	// No controller-manager: pods need their service account to exist.
+	ctx := context.Background()
+	if _, err := a.Admin.CoreV1().ServiceAccounts("default").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return a
+}
+
+func (a *apiServer) start(name, bin string, args ...string) *exec.Cmd {
+	logf, _ := os.Create(filepath.Join(a.dir, name+".log"))
+	cmd := exec.Command(bin, args...)
+	cmd.Stdout, cmd.Stderr = logf, logf
+	if err := cmd.Start(); err != nil {
+		a.t.Fatal(err)
+	}
+	a.t.Cleanup(func() {
+		if cmd.ProcessState == nil {
+			cmd.Process.Signal(os.Interrupt)
+			done := make(chan struct{})
+			go func() { cmd.Wait(); close(done) }()
+			select {
+			case <-done:
+			case <-time.After(15 * time.Second):
+				cmd.Process.Kill()
+				<-done
+			}
+		}
+		if a.t.Failed() {
+			data, _ := os.ReadFile(filepath.Join(a.dir, name+".log"))
+			a.t.Logf("%s log:\n%s", name, tail(string(data), 30))
+		}
+	})
+	return cmd
+}
+
+// startAPI starts kube-apiserver and waits until it is ready.
+func (a *apiServer) startAPI() {
+	a.kapi = a.start("kube-apiserver", filepath.Join(a.bins, "kube-apiserver"), a.kapiArgs...)
+	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", a.port), nil)
+		req.Header.Set("Authorization", "Bearer "+adminToken)
+		if resp, err := client.Do(req); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return
+			}
+		}
+		if time.Since(start) > 90*time.Second {
+			a.t.Fatal("kube-apiserver not ready after 90 s")
+		}
+	}
+}
+
+// stopAPI kills kube-apiserver, as a crash would (etcd keeps the data; a
+// graceful stop would drain watches for a minute).
+func (a *apiServer) stopAPI() {
+	a.kapi.Process.Kill()
+	a.kapi.Wait()
+}
+
+func (a *apiServer) config(token string) *rest.Config {
+	return &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", a.port), BearerToken: token,
+		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+}
+
+// applyRBAC creates the objects of deploy/rbac.yaml, the manifests users
+// apply, so that the tests run with exactly the rights they grant.
+func (a *apiServer) applyRBAC() {
+	data, err := os.ReadFile(filepath.Join("..", "..", "deploy", "rbac.yaml"))
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	ctx := context.Background()
+	for _, doc := range bytes.Split(data, []byte("\n---\n")) {
+		var meta metav1.TypeMeta
+		if err := yaml.Unmarshal(doc, &meta); err != nil {
+			a.t.Fatal(err)
+		}
+		switch meta.Kind {
+		case "ServiceAccount":
+			var o corev1.ServiceAccount
+			yaml.Unmarshal(doc, &o)
+			_, err = a.Admin.CoreV1().ServiceAccounts(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRole":
+			var o rbacv1.ClusterRole
+			yaml.Unmarshal(doc, &o)
+			_, err = a.Admin.RbacV1().ClusterRoles().Create(ctx, &o, metav1.CreateOptions{})
+		case "ClusterRoleBinding":
+			var o rbacv1.ClusterRoleBinding
+			yaml.Unmarshal(doc, &o)
+			_, err = a.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		default:
+			a.t.Fatalf("deploy/rbac.yaml: unexpected kind %q", meta.Kind)
+		}
+		if err != nil {
+			a.t.Fatalf("apply %s: %v", meta.Kind, err)
+		}
+	}
+}
+
+// newPod creates a pod on node with the network readiness gate.
+func (a *apiServer) newPod(name, node string) *corev1.Pod {
+	a.t.Helper()
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+		Spec: corev1.PodSpec{
+			NodeName:       node,
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "networking.kubernetes.io/pod-network-ready"}},
+			Containers:     []corev1.Container{{Name: "app", Image: "example.com/app:1"}},
+		},
+	}
+	out, err := a.Admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{})
+	if err != nil {
+		a.t.Fatal(err)
+	}
+	return out
+}
+
+// condition returns the pod's network condition, or nil.
+func (a *apiServer) condition(name string) (*corev1.Pod, *corev1.PodCondition) {
+	pod, err := a.Admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return nil, nil
+	}
+	for i := range pod.Status.Conditions {
+		if pod.Status.Conditions[i].Type == "networking.kubernetes.io/pod-network-ready" {
+			return pod, &pod.Status.Conditions[i]
+		}
+	}
+	return pod, nil
+}
+
+// startSidecar runs bin/netready-sidecar with the agent identity.
+func startSidecar(t testing.TB, a *apiServer, stateDir, node string, extra ...string) (string, *syncBuffer) {
+	t.Helper()
+	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
+	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", a.AgentKubeconfig, "--listen", listen}, extra...)
+	cmd := exec.Command(filepath.Join(binDir, "netready-sidecar"), args...)
+	var logs syncBuffer
+	cmd.Stdout, cmd.Stderr = &logs, &logs
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		cmd.Process.Signal(os.Interrupt)
+		cmd.Wait()
+		if t.Failed() {
+			t.Logf("sidecar log:\n%s", tail(logs.String(), 60))
+		}
+	})
+	client := &http.Client{Timeout: time.Second}
+	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+		if resp, err := client.Get("http://" + listen + "/readyz"); err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == 200 {
+				return listen, &logs
+			}
+		}
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("sidecar not ready:\n%s", logs.String())
+		}
+	}
+}
+
+func metricsText(t testing.TB, listen string) string {
+	resp, err := http.Get("http://" + listen + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
+}

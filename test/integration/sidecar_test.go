@@ -1,0 +1,160 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"os"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/marker"
+)
+
+const testNode = "node-1"
+
+// waitCondition waits up to limit for the pod's network condition to
+// satisfy ok.
+func waitCondition(t *testing.T, a *apiServer, pod string, limit time.Duration, what string, ok func(*corev1.PodCondition) bool) *corev1.PodCondition {
+	t.Helper()
+	var last *corev1.PodCondition
+	for start := time.Now(); time.Since(start) < limit; time.Sleep(50 * time.Millisecond) {
+		if _, c := a.condition(pod); c != nil {
+			last = c
+			if ok(c) {
+				return c
+			}
+		}
+	}
+	t.Fatalf("pod %s: %s: not within %s; last condition %+v", pod, what, limit, last)
+	return nil
+}
+
+// addPending runs the real plugin through cnitool for pod, with a timeout
+// shorter than the agent's delay, so ADD proceeds with a pending marker.
+func addPending(t *testing.T, n *testNet, agent *testAgent, pod *corev1.Pod, delay time.Duration) string {
+	t.Helper()
+	nsPath, m := addPod(t, n, agent, pod, delay)
+	if m.State != marker.StatePending {
+		t.Fatalf("marker for %s is %s, want pending", pod.Name, m.State)
+	}
+	return nsPath
+}
+
+// addPod runs the real plugin through cnitool for pod; the agent programs
+// it after delay.
+func addPod(t *testing.T, n *testNet, agent *testAgent, pod *corev1.Pod, delay time.Duration) (string, *marker.Marker) {
+	t.Helper()
+	netns := newNS(t)
+	agent.setPod(containerID(netns.Path()), pod.Namespace, pod.Name, delay)
+	args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.Namespace + ";K8S_POD_NAME=" + pod.Name + ";K8S_POD_UID=" + string(pod.UID)
+	if _, err := n.add(netns.Path(), args); err != nil {
+		t.Fatal(err)
+	}
+	return netns.Path(), n.readMarker(containerID(netns.Path()), "eth0")
+}
+
+// TestSidecar: against a real kube-apiserver, with the RBAC of deploy/ and
+// markers the real plugin wrote through cnitool, the sidecar publishes
+// False while a marker is pending and True once the agent programs the pod;
+// never patches a recreated pod from an old marker; loses no transition
+// across an API server restart; and cannot patch a pod's spec.
+func TestSidecar(t *testing.T) {
+	a := startAPIServer(t)
+	n, agent := newAgentNet(t, "policy-agent.conflist", 10*time.Second, func(n *testNet, _ map[string]any) {
+		n.Netready()["timeout"] = "1s"
+		n.Netready()["onTimeout"] = "proceed"
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "nftables", "table": "", "set": "pods4"}}
+	})
+	listen, logs := startSidecar(t, a, n.StateDir, testNode, "--pending-timeout", "2m")
+
+	t.Run("pending then ready", func(t *testing.T) {
+		pod := a.newPod("web-0", testNode)
+		addPending(t, n, agent, pod, 4*time.Second)
+		c := waitCondition(t, a, "web-0", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		if c.Reason != "NetworkNotProgrammed" || !strings.Contains(c.Message, "nftables set inet/"+agent.Table+"/pods4") {
+			t.Errorf("pending condition = %+v, want reason NetworkNotProgrammed naming the unmet check", c)
+		}
+		falseAt := c.LastTransitionTime
+		c = waitCondition(t, a, "web-0", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		if c.Reason != "NetworkProgrammed" || !c.LastTransitionTime.After(falseAt.Time) && !c.LastTransitionTime.Equal(&falseAt) {
+			t.Errorf("ready condition = %+v", c)
+		}
+	})
+
+	t.Run("recreated pod is not patched from the old marker", func(t *testing.T) {
+		ctx := context.Background()
+		old := a.newPod("web-1", testNode)
+		nsPath, _ := addPod(t, n, agent, old, 100*time.Millisecond)
+		waitCondition(t, a, "web-1", 20*time.Second, "True for the first pod", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		zero := int64(0)
+		if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "web-1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
+			t.Fatal(err)
+		}
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(50 * time.Millisecond) {
+			if _, err := a.Admin.CoreV1().Pods("default").Get(ctx, "web-1", metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				break
+			}
+		}
+		fresh := a.newPod("web-1", testNode)
+		// Rewrite the old marker so that the sidecar looks at it again.
+		path := n.markerPath(containerID(nsPath), "eth0")
+		data, _ := os.ReadFile(path)
+		os.WriteFile(path, data, 0o644)
+		time.Sleep(2 * time.Second)
+		if _, c := a.condition("web-1"); c != nil {
+			t.Errorf("the recreated pod (uid %s) got %+v from the marker of uid %s", fresh.UID, c, old.UID)
+		}
+		if !strings.Contains(logs.String(), "the pod was recreated") {
+			t.Errorf("sidecar did not log the recreated pod")
+		}
+	})
+
+	t.Run("API server restart loses no transition", func(t *testing.T) {
+		pod := a.newPod("web-2", testNode)
+		addPending(t, n, agent, pod, 5*time.Second)
+		waitCondition(t, a, "web-2", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		a.stopAPI()
+		// The agent programs the pod while the API server is down; the
+		// sidecar's re-check writes the ready marker and cannot publish.
+		time.Sleep(7 * time.Second)
+		a.startAPI()
+		waitCondition(t, a, "web-2", 30*time.Second, "True after the restart", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		m := metricsText(t, listen)
+		if !strings.Contains(m, "netready_api_errors_total{reason=") {
+			t.Errorf("no API errors counted across the outage:\n%s", m)
+		}
+	})
+
+	t.Run("sidecar identity cannot patch a pod's spec", func(t *testing.T) {
+		agentClient := kubernetes.NewForConfigOrDie(a.AgentConfig)
+		ctx := context.Background()
+		_, err := agentClient.CoreV1().Pods("default").Patch(ctx, "web-0", types.StrategicMergePatchType,
+			[]byte(`{"spec":{"activeDeadlineSeconds":1}}`), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("spec patch as the sidecar = %v, want Forbidden", err)
+		}
+		_, err = agentClient.CoreV1().Pods("default").Patch(ctx, "web-0", types.StrategicMergePatchType,
+			[]byte(`{"metadata":{"labels":{"hijacked":"yes"}}}`), metav1.PatchOptions{})
+		if !apierrors.IsForbidden(err) {
+			t.Errorf("label patch as the sidecar = %v, want Forbidden", err)
+		}
+		if _, err := agentClient.CoreV1().Pods("default").Get(ctx, "web-0", metav1.GetOptions{}); err != nil {
+			t.Errorf("the sidecar cannot even read pods: %v", err)
+		}
+	})
+
+	m := metricsText(t, listen)
+	for _, want := range []string{"netready_publish_latency_seconds_count", "netready_marker_wait_seconds_count{state=\"pending\"}", "netready_pending_attachments"} {
+		if !strings.Contains(m, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
+	}
+}
