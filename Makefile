@@ -3,11 +3,11 @@ SHELL := /bin/bash
 export PATH := $(PATH):/usr/local/go/bin
 GO ?= go
 CACHE ?= $(HOME)/.cache/netready
+BIN := $(CURDIR)/bin
 CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 TEST_ENV := NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
-BIN := $(CURDIR)/bin
 
 .PHONY: all build deps tools containerd k8s demo test unit integration bench lint clean
 

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -181,4 +182,22 @@ func TestIPv6DAD(t *testing.T) {
 			t.Errorf("ADD took %s; a DAD failure should end it at once", time.Since(start))
 		}
 	})
+}
+
+// TestPluginIsLean: the plugin runs on every pod start; it must not link
+// the Kubernetes client or the metrics library, which only the sidecar
+// needs.
+func TestPluginIsLean(t *testing.T) {
+	out, err := exec.Command("go", "version", "-m", filepath.Join(binDir, "netready")).CombinedOutput()
+	if err != nil {
+		t.Fatalf("go version -m: %v\n%s", err, out)
+	}
+	for _, dep := range []string{"k8s.io/client-go", "k8s.io/apimachinery", "github.com/prometheus/client_golang"} {
+		if strings.Contains(string(out), dep) {
+			t.Errorf("bin/netready links %s", dep)
+		}
+	}
+	if !strings.Contains(string(out), "github.com/containernetworking/cni") {
+		t.Errorf("go version -m shows no dependencies at all; is this the plugin?\n%s", out)
+	}
 }
