@@ -42,7 +42,10 @@ jq --arg net "$net" --arg br "$br" --arg sub "$subnet" --arg work "$work" '
   | .plugins[0].bridge = $br | .plugins[0].isGateway = false
   | .plugins[0].ipam.ranges = [[{subnet: $sub}]] | .plugins[0].ipam.dataDir = ($work + "/ipam")
   | .plugins[1].stateDir = ($work + "/state") | .plugins[1].logFile = ($work + "/netready.log")
-  | .plugins[1].timeout = "15s"' "$root/conflists/bridge.conflist" > "$work/conf/$net.conflist"
+  | .plugins[1].timeout = "15s"
+  | .plugins[1].status = {agents: [{kind: "file", path: ($work + "/agent-heartbeat"), maxAge: "30s"}]}' \
+  "$root/conflists/bridge.conflist" > "$work/conf/$net.conflist"
+touch "$work/agent-heartbeat"   # the stand-in agent is alive
 
 iptables -w 5 -I "${guard[@]}"
 ip netns add "$ns"
@@ -72,6 +75,13 @@ say "cnitool check $net"
 
 say "cnitool status $net"
 "$work/bin/cnitool" status "$net" /var/run/netns/$ns && echo "STATUS ok: this host can take ADDs"
+
+say "the agent dies (its heartbeat file goes): STATUS tells the runtime"
+rm "$work/agent-heartbeat"
+"$work/bin/cnitool" status "$net" /var/run/netns/$ns 2>&1 | grep -m1 . || true
+echo "(containerd would now report NetworkReady=false with this message)"
+touch "$work/agent-heartbeat"
+"$work/bin/cnitool" status "$net" /var/run/netns/$ns && echo "agent back: STATUS ok again"
 
 say "cnitool del $net"
 "$work/bin/cnitool" del "$net" /var/run/netns/$ns

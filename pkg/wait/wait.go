@@ -185,6 +185,11 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 			res.Why = err.Error()
 			return false, err
 		}
+		// A probe the deadline cut short says only that; the one before
+		// it says why the check is unmet.
+		if !ready && ctx.Err() != nil && res.Why != "" {
+			return false, nil
+		}
 		res.Why = why
 		last.Store(&why)
 		if ready {
