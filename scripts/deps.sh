@@ -9,7 +9,6 @@ command -v iptables >/dev/null || need+=(iptables)
 command -v nft >/dev/null      || need+=(nftables)
 command -v jq >/dev/null       || need+=(jq)
 command -v runc >/dev/null     || need+=(runc)
-command -v openssl >/dev/null  || need+=(openssl)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then

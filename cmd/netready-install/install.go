@@ -199,7 +199,7 @@ func (in *installer) copyBinary() error {
 }
 
 // uninstall takes netready's entry out of every config in the folder and
-// its plugin-folder file, then removes the binary.
+// its plugin-folder file. It touches nothing else: the binary stays, unused.
 func (in *installer) uninstall() error {
 	entries, err := os.ReadDir(in.opts.ConfDir)
 	if err != nil {
@@ -235,12 +235,6 @@ func (in *installer) uninstall() error {
 			return err
 		}
 		in.log.Info("removed netready from the chain", "file", path)
-	}
-	if in.opts.BinDir != "" {
-		bin := filepath.Join(in.opts.BinDir, conflist.PluginType)
-		if err := os.Remove(bin); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return err
-		}
 	}
 	return nil
 }

@@ -57,7 +57,7 @@ func run(args []string) int {
 	fs.StringVar(&o.PluginBinary, "plugin-binary", "", "the plugin to copy (default: netready beside this program)")
 	fs.StringVar(&o.Mode, "mode", ModeConflist, "conflist: append to the chain; plugin-dir: write <conf-dir>/<network>/netready.conf (libcni 1.3+)")
 	fs.BoolVar(&o.Watch, "watch", false, "keep the entry in place until stopped")
-	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry and binary")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry (the binary stays)")
 	fs.DurationVar(&o.Resync, "resync", time.Minute, "with --watch, re-check this often even without events")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "give up waiting for a CNI config after this long (0: wait until stopped)")
 	if err := fs.Parse(args); err != nil {

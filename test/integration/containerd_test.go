@@ -270,8 +270,9 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 	t.Fatalf("%s: never; last: %s", what, last)
 }
 
-// TestContainerd: under a real containerd, `crictl runp` is held by
-// netready's ADD until the agent programs the pod; filling the /29 pool
+// TestContainerd: under a real containerd, with netready chained in by
+// netready-install, `crictl runp` is held by netready's ADD until the agent
+// programs the pod; filling the /29 pool
 // makes the node's network not ready with netready's message and freeing
 // an address makes it ready again; stopp and rmp leave no marker.
 func TestContainerd(t *testing.T) {
@@ -281,8 +282,25 @@ func TestContainerd(t *testing.T) {
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["status"].(map[string]any)["confDir"] = n.ConfDir
 	})
-	_ = agent
-	c := startCRI(t, n.ConfDir, binDir, cniBinDir)
+	// The node's network plugin ships its conflist without netready;
+	// netready-install chains it in and copies the plugin, as the
+	// DaemonSet does.
+	entry, _ := json.Marshal(n.Netready())
+	var chain []any
+	for _, p := range plugins(n.List) {
+		if p["type"] != "netready" {
+			chain = append(chain, p)
+		}
+	}
+	n.List["plugins"] = chain
+	n.write()
+	bin := t.TempDir()
+	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
+		data, _ := os.ReadFile(filepath.Join(cniBinDir, p))
+		os.WriteFile(filepath.Join(bin, p), data, 0o755)
+	}
+	runInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--config", string(entry))
+	c := startCRI(t, n.ConfDir, bin)
 
 	if ok, msg := c.networkReady(); !ok {
 		t.Fatalf("NetworkReady=false before any pod: %s", msg)

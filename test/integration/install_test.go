@@ -209,11 +209,32 @@ func TestInstallerEndToEnd(t *testing.T) {
 			if _, err := os.Stat(filepath.Join(n.ConfDir, n.Name, "netready.conf")); err == nil {
 				t.Errorf("after --uninstall the plugin-dir file is still there")
 			}
-			if _, err := os.Stat(filepath.Join(bin, "netready")); err == nil {
-				t.Errorf("after --uninstall the binary is still there")
+			if _, err := os.Stat(filepath.Join(bin, "netready")); err != nil {
+				t.Errorf("--uninstall removed more than the entry: %v", err)
 			}
 		})
 	}
+	t.Run("read-only config folder changes nothing", func(t *testing.T) {
+		conf, bin := t.TempDir(), t.TempDir()
+		path := filepath.Join(conf, "10-primary.conflist")
+		primary := []byte(`{"cniVersion":"1.1.0","name":"podnet","plugins":[{"type":"ptp"}]}`)
+		writeAtomic(t, path, primary)
+		mustRun(t, "mount", "--bind", conf, conf)
+		t.Cleanup(func() { mustRun(t, "umount", conf) })
+		mustRun(t, "mount", "-o", "remount,bind,ro", conf)
+		cmd := exec.Command(filepath.Join(binDir, "netready-install"), "--conf-dir", conf, "--bin-dir", bin,
+			"--plugin-binary", filepath.Join(binDir, "netready"))
+		out, err := cmd.CombinedOutput()
+		if err == nil || !strings.Contains(string(out), "is not writable") || !strings.Contains(string(out), "nothing was changed") {
+			t.Errorf("install into a read-only folder = %v\n%s\nwant a failure naming it", err, out)
+		}
+		if data, _ := os.ReadFile(path); !bytes.Equal(data, primary) {
+			t.Errorf("the conflist changed: %s", data)
+		}
+		if entries, _ := os.ReadDir(bin); len(entries) != 0 {
+			t.Errorf("the bin folder changed: %v", entries)
+		}
+	})
 	t.Run("stop is not uninstall", func(t *testing.T) {
 		conf, bin := t.TempDir(), t.TempDir()
 		path := filepath.Join(conf, "10-primary.conflist")
