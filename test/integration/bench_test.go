@@ -113,6 +113,9 @@ func BenchmarkDetectionLatency(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_ADDS")); err == nil {
 		adds = v
 	}
+	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_PARALLEL")); err == nil && v > 0 {
+		parallel = v
+	}
 	type source struct {
 		name, conflist string
 		check          map[string]any
@@ -192,7 +195,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 			float64(percentile(polled, .5))/float64(max(time.Microsecond, percentile(netready, .5))),
 			ms(percentile(calls, .5))))
 	}
-	fmt.Println("\nDetection latency: start of the agent's programming call -> netready ADD detects it (marker readyAt)")
+	fmt.Printf("\nDetection latency: start of the agent's programming call -> netready ADD detects it (marker readyAt), %d ADDs at a time\n", parallel)
 	fmt.Println("  event-driven: nftables (netlink), iptables-nft (nftables netlink), file (inotify); polled: http")
 	for _, r := range report {
 		fmt.Println("  " + r)
