@@ -36,13 +36,8 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 			if (fam == nftables.TableFamilyIPv4 && !v4) || (fam == nftables.TableFamilyIPv6 && v4) {
 				continue
 			}
-			p := att.Placeholders(ip.Address.IP)
-			table, err := config.Expand(cc.Table, p)
-			if err != nil {
-				return nil, err
-			}
-			set, err := config.Expand(cc.Set, p)
-			if err != nil {
+			table, set := cc.Table, cc.Set
+			if err := expandAll(att.Placeholders(ip.Address.IP), &table, &set); err != nil {
 				return nil, err
 			}
 			out = append(out, &nftSetCheck{family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP})
@@ -50,12 +45,9 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 		return out, nil
 	}
 	return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-		var err error
-		c := &nftRuleCheck{family: cc.Family, fam: fam}
-		for dst, src := range map[*string]string{&c.table: cc.Table, &c.chain: cc.Chain, &c.match: cc.Match} {
-			if *dst, err = config.Expand(src, p); err != nil {
-				return nil, err
-			}
+		c := &nftRuleCheck{family: cc.Family, fam: fam, table: cc.Table, chain: cc.Chain, match: cc.Match}
+		if err := expandAll(p, &c.table, &c.chain, &c.match); err != nil {
+			return nil, err
 		}
 		return c, nil
 	})

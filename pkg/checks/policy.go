@@ -26,8 +26,8 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 	switch cc.Kind {
 	case config.KindIPTables:
 		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-			match, err := config.Expand(cc.Match, p)
-			if err != nil {
+			match := cc.Match
+			if err := expandAll(p, &match); err != nil {
 				return nil, err
 			}
 			proto := iptables.ProtocolIPv4
@@ -47,12 +47,8 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			return []Check{c}, nil
 		}
 		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-			path, err := config.Expand(cc.Path, p)
-			if err != nil {
-				return nil, err
-			}
-			contains, err := config.Expand(cc.Contains, p)
-			if err != nil {
+			path, contains := cc.Path, cc.Contains
+			if err := expandAll(p, &path, &contains); err != nil {
 				return nil, err
 			}
 			if !filepath.IsAbs(path) {
@@ -62,18 +58,26 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 		})
 	case config.KindHTTP:
 		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-			raw, err := config.Expand(cc.URL, p)
-			if err != nil {
-				return nil, err
-			}
-			path, err := config.Expand(cc.Path, p)
-			if err != nil {
+			raw, path := cc.URL, cc.Path
+			if err := expandAll(p, &raw, &path); err != nil {
 				return nil, err
 			}
 			return NewHTTPCheck(raw, path)
 		})
 	}
 	return nil, fmt.Errorf("unknown check kind %q", cc.Kind)
+}
+
+// expandAll fills the placeholders of each string in place.
+func expandAll(p config.Placeholders, fields ...*string) error {
+	for _, f := range fields {
+		v, err := config.Expand(*f, p)
+		if err != nil {
+			return err
+		}
+		*f = v
+	}
+	return nil
 }
 
 func hasIPv4(att *attachment.Attachment) bool {

@@ -285,20 +285,8 @@ func TestContainerd(t *testing.T) {
 	// The node's network plugin ships its conflist without netready;
 	// netready-install chains it in and copies the plugin, as the
 	// DaemonSet does.
-	entry, _ := json.Marshal(n.Netready())
-	var chain []any
-	for _, p := range plugins(n.List) {
-		if p["type"] != "netready" {
-			chain = append(chain, p)
-		}
-	}
-	n.List["plugins"] = chain
-	n.write()
-	bin := t.TempDir()
-	for _, p := range []string{"bridge", "host-local", "loopback", "portmap"} {
-		data, _ := os.ReadFile(filepath.Join(cniBinDir, p))
-		os.WriteFile(filepath.Join(bin, p), data, 0o755)
-	}
+	entry := n.shipWithoutNetready()
+	bin := pluginDir(t, "bridge", "host-local", "loopback", "portmap")
 	runInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--config", string(entry))
 	c := startCRI(t, n.ConfDir, bin)
 

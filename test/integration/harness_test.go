@@ -351,3 +351,35 @@ func (n *testNet) pluginConf(prevResult []byte) []byte {
 	}
 	return data
 }
+
+// shipWithoutNetready rewrites the conflist as a network plugin would ship
+// it, without netready, and returns the netready entry it took out.
+func (n *testNet) shipWithoutNetready() []byte {
+	entry, _ := json.Marshal(n.Netready())
+	var chain []any
+	for _, p := range plugins(n.List) {
+		if p["type"] != "netready" {
+			chain = append(chain, p)
+		}
+	}
+	n.List["plugins"] = chain
+	n.write()
+	return entry
+}
+
+// pluginDir is a runtime's CNI bin folder holding copies of the named
+// reference plugins, for the installer to add netready to.
+func pluginDir(t testing.TB, names ...string) string {
+	t.Helper()
+	bin := t.TempDir()
+	for _, p := range names {
+		data, err := os.ReadFile(filepath.Join(cniBinDir, p))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(bin, p), data, 0o755); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return bin
+}

@@ -167,20 +167,8 @@ func TestInstallerEndToEnd(t *testing.T) {
 	for _, mode := range []string{"conflist", "plugin-dir"} {
 		t.Run(mode, func(t *testing.T) {
 			n := newNet(t, "bridge.conflist", nil)
-			// The primary's file as a network plugin would ship it: no netready.
-			var chain []any
-			for _, p := range plugins(n.List) {
-				if p["type"] != "netready" {
-					chain = append(chain, p)
-				}
-			}
-			n.List["plugins"] = chain
-			n.write()
-			bin := t.TempDir()
-			for _, p := range []string{"bridge", "host-local", "loopback"} {
-				data, _ := os.ReadFile(filepath.Join(cniBinDir, p))
-				os.WriteFile(filepath.Join(bin, p), data, 0o755)
-			}
+			n.shipWithoutNetready()
+			bin := pluginDir(t, "bridge", "host-local", "loopback")
 			snippet := `{"type":"netready","stateDir":"` + n.StateDir + `","checks":[{"kind":"address"},{"kind":"route"}]}`
 			runInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"),
 				"--config", snippet, "--mode", mode)
