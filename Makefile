@@ -31,7 +31,7 @@ k8s:
 	@scripts/build-k8s.sh $(K8S_BIN)
 
 demo: deps tools build
-	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/demo.sh
+	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
 test: deps tools containerd k8s build unit integration
 

@@ -271,6 +271,9 @@ func checkAgent(ctx context.Context, a *config.AgentConf, now time.Time) error {
 		}
 	case config.AgentFile:
 		info, err := os.Stat(a.Path)
+		if errors.Is(err, os.ErrNotExist) {
+			return fmt.Errorf("agent file %s does not exist: is the agent running?", a.Path)
+		}
 		if err != nil {
 			return fmt.Errorf("agent file %s: %w", a.Path, err)
 		}

@@ -108,7 +108,7 @@ func TestCheck(t *testing.T) {
 		{"healthy agents", `"status":{"agents":[{"kind":"http","url":"` + healthy.URL + `"},{"kind":"file","path":"` + fresh + `","maxAge":"30s"}]}`, ""},
 		{"sick http agent", `"status":{"agents":[{"kind":"http","url":"` + sick.URL + `/live"}]}`, "agent " + sick.URL + "/live is not healthy: answered 503"},
 		{"stale heartbeat", `"status":{"agents":[{"kind":"file","path":"` + stale + `","maxAge":"30s"}]}`, "agent file " + stale + " is stale: last written 1h0m0s ago (maxAge 30s)"},
-		{"missing heartbeat", `"status":{"agents":[{"kind":"file","path":"` + dir + `/none"}]}`, "no such file"},
+		{"missing heartbeat", `"status":{"agents":[{"kind":"file","path":"` + dir + `/none"}]}`, "agent file " + dir + "/none does not exist: is the agent running?"},
 		{"pool exhausted", `"status":{"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, "IP pool exhausted (5 of 5 addresses in use)"},
 		{"pool below minFree", `"status":{"minFree":9,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/28"}]],"dataDir":"` + data + `"}}`, "IP pool below minFree 9 (5 of 13 addresses in use)"},
 		{"minFree 0 never fails on the pool", `"status":{"minFree":0,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, ""},
