@@ -26,6 +26,9 @@ type installer struct {
 	written map[string][]byte
 	// reverts are when an entry this process had written was found gone.
 	reverts []time.Time
+	// binaryOK: the binary is in place; each resync checks it again,
+	// rather than every config event reading 10 MB twice.
+	binaryOK bool
 }
 
 // installOnce waits for a config, then installs.
@@ -70,8 +73,12 @@ func (in *installer) ensure() error {
 	if err != nil {
 		return err
 	}
-	if err := in.copyBinary(); err != nil {
-		return err
+	// The binary goes in before the entry that makes the runtime use it.
+	if !in.binaryOK {
+		if err := in.copyBinary(); err != nil {
+			return err
+		}
+		in.binaryOK = true
 	}
 	if in.opts.Mode == ModePluginDir {
 		return in.ensurePluginDir(f, entry)
@@ -314,6 +321,7 @@ func (in *installer) watch(ctx context.Context) error {
 			settle = nil
 			check()
 		case <-resync.C:
+			in.binaryOK = false
 			check()
 		}
 	}

@@ -30,11 +30,7 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			if err := expandAll(p, &match); err != nil {
 				return nil, err
 			}
-			proto := iptables.ProtocolIPv4
-			if ip := net.ParseIP(p.IP); (ip != nil && ip.To4() == nil) || (ip == nil && !hasIPv4(att)) {
-				proto = iptables.ProtocolIPv6
-			}
-			return &iptablesCheck{env: env, proto: proto, table: cc.Table, chain: cc.Chain, match: match}, nil
+			return &iptablesCheck{env: env, proto: iptablesFamily(p.IP, att), table: cc.Table, chain: cc.Chain, match: match}, nil
 		})
 	case config.KindNFTables:
 		return buildNFTables(cc, att, env)
@@ -80,13 +76,24 @@ func expandAll(p config.Placeholders, fields ...*string) error {
 	return nil
 }
 
-func hasIPv4(att *attachment.Attachment) bool {
+// iptablesFamily: ip6tables for an IPv6 pod IP; for a check not made per
+// IP, ip6tables only when the pod has IPv6 addresses and no IPv4 one.
+func iptablesFamily(podIP string, att *attachment.Attachment) iptables.Protocol {
+	if ip := net.ParseIP(podIP); ip != nil {
+		if ip.To4() == nil {
+			return iptables.ProtocolIPv6
+		}
+		return iptables.ProtocolIPv4
+	}
 	for _, ip := range att.IPs {
 		if ip.Address.IP.To4() != nil {
-			return true
+			return iptables.ProtocolIPv4
 		}
 	}
-	return len(att.IPs) == 0
+	if len(att.IPs) > 0 {
+		return iptables.ProtocolIPv6
+	}
+	return iptables.ProtocolIPv4
 }
 
 // iptablesCheck: a rule of table/chain contains match.

@@ -80,38 +80,31 @@ func invalid(err error) error {
 // of the runtime's) but each check strictly, so that a typo in a check is an
 // error rather than a silently ignored field.
 func decode(stdin []byte) (*NetConf, error) {
-	var shape struct {
-		Checks []json.RawMessage `json:"checks"`
-		Status json.RawMessage   `json:"status"`
-	}
-	if err := json.Unmarshal(stdin, &shape); err != nil {
-		return nil, fmt.Errorf("cannot decode JSON: %w", err)
-	}
-	conf := &NetConf{}
 	var top struct {
 		types.NetConf
-		TimeoutRaw *string `json:"timeout"`
-		OnTimeout  string  `json:"onTimeout"`
-		StateDir   string  `json:"stateDir"`
-		LogFile    string  `json:"logFile"`
+		TimeoutRaw *string           `json:"timeout"`
+		OnTimeout  string            `json:"onTimeout"`
+		StateDir   string            `json:"stateDir"`
+		LogFile    string            `json:"logFile"`
+		Checks     []json.RawMessage `json:"checks"`
+		Status     json.RawMessage   `json:"status"`
 	}
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("cannot decode JSON: %w", err)
 	}
-	conf.NetConf = top.NetConf
+	conf := &NetConf{NetConf: top.NetConf, OnTimeout: top.OnTimeout, StateDir: top.StateDir, LogFile: top.LogFile}
 	if top.TimeoutRaw != nil {
 		conf.TimeoutRaw = *top.TimeoutRaw
 		if conf.TimeoutRaw == "" {
 			return nil, errors.New(`"timeout" is empty: give a Go duration such as "10s"`)
 		}
 	}
-	conf.OnTimeout, conf.StateDir, conf.LogFile = top.OnTimeout, top.StateDir, top.LogFile
 
 	var errs []error
-	if shape.Checks != nil {
-		conf.Checks = make([]CheckConf, 0, len(shape.Checks))
+	if top.Checks != nil {
+		conf.Checks = make([]CheckConf, 0, len(top.Checks))
 	}
-	for i, raw := range shape.Checks {
+	for i, raw := range top.Checks {
 		var cc CheckConf
 		if err := strictUnmarshal(raw, &cc); err != nil {
 			errs = append(errs, fmt.Errorf("checks[%d]: %w", i, err))
@@ -119,9 +112,9 @@ func decode(stdin []byte) (*NetConf, error) {
 		}
 		conf.Checks = append(conf.Checks, cc)
 	}
-	if len(shape.Status) > 0 && !bytes.Equal(bytes.TrimSpace(shape.Status), []byte("null")) {
+	if len(top.Status) > 0 && !bytes.Equal(bytes.TrimSpace(top.Status), []byte("null")) {
 		var sc StatusConf
-		if err := strictUnmarshal(shape.Status, &sc); err != nil {
+		if err := strictUnmarshal(top.Status, &sc); err != nil {
 			errs = append(errs, fmt.Errorf("status: %w", err))
 		} else {
 			conf.Status = &sc

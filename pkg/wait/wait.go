@@ -6,7 +6,6 @@ package wait
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -233,10 +232,4 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 			interval = min(interval*2, maxInterval)
 		}
 	}
-}
-
-// IsNever reports whether err says a check can never succeed.
-func IsNever(err error) bool {
-	var ne *NeverError
-	return errors.As(err, &ne)
 }

@@ -68,7 +68,8 @@ func TestUntil(t *testing.T) {
 				t.Errorf("Until took %s with a %s timeout", time.Since(start), tt.timeout)
 			}
 			if tt.wantErr != "" {
-				if err == nil || err.Error() != tt.wantErr || !IsNever(err) {
+				var never *NeverError
+				if err == nil || err.Error() != tt.wantErr || !errors.As(err, &never) {
 					t.Fatalf("err = %v, want %q", err, tt.wantErr)
 				}
 				return

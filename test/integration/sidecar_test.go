@@ -4,6 +4,7 @@ package integration
 
 import (
 	"context"
+	"net/http"
 	"os"
 	"strings"
 	"testing"
@@ -151,6 +152,11 @@ func TestSidecar(t *testing.T) {
 		}
 	})
 
+	if resp, err := http.Get("http://" + listen + "/healthz"); err != nil || resp.StatusCode != http.StatusOK {
+		t.Errorf("/healthz = %v, %v", resp, err)
+	} else {
+		resp.Body.Close()
+	}
 	m := metricsText(t, listen)
 	for _, want := range []string{"netready_publish_latency_seconds_count", "netready_marker_wait_seconds_count{state=\"pending\"}", "netready_pending_attachments"} {
 		if !strings.Contains(m, want) {
