@@ -33,8 +33,9 @@ type Check interface {
 	Kind() string
 	// Target names what is checked, e.g. the pod IP "10.1.0.5".
 	Target() string
-	// Probe looks once. It returns ready, or why not. A non-nil error means
-	// the check can never succeed (wrap ErrNever).
+	// Probe looks once. It returns ready, or why not. An error wrapping
+	// ErrNever means the check can never succeed; any other error is
+	// transient and the probe is repeated.
 	Probe(ctx context.Context) (ready bool, why string, err error)
 	// Sources are the event streams whose events may change the answer. A
 	// check with none is polled.
@@ -72,8 +73,9 @@ func NewEnv(nsPath string) *Env {
 	return &Env{NetNS: nsPath}
 }
 
-// PodHandle returns a netlink handle inside the pod's netns. Failing to
-// open the netns is permanent: the pod is gone.
+// PodHandle returns a netlink handle inside the pod's netns. Only a netns
+// that is gone is permanent (and remembered); any other failure, such as
+// running out of file descriptors, is retried by the next probe.
 func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
@@ -85,16 +87,23 @@ func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 		return nil, e.podErr
 	}
 	nsh, err := netns.GetFromPath(e.NetNS)
-	if err != nil {
-		e.podErr = never("pod netns %s: %v", e.NetNS, err)
+	if errors.Is(err, unix.ENOENT) {
+		e.podErr = never("pod netns %s is gone: %v", e.NetNS, err)
 		return nil, e.podErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("open pod netns %s: %w", e.NetNS, err)
 	}
 	defer nsh.Close()
 	// Only rtnetlink: each family costs a socket opened from inside the netns.
 	h, err := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
-	if err != nil {
-		e.podErr = fmt.Errorf("netlink in pod netns %s: %w", e.NetNS, err)
+	if errors.Is(err, unix.EINVAL) {
+		// setns refuses a file that is not a netns: its mount is gone.
+		e.podErr = never("%s is no longer a network namespace: %v", e.NetNS, err)
 		return nil, e.podErr
+	}
+	if err != nil {
+		return nil, fmt.Errorf("netlink in pod netns %s: %w", e.NetNS, err)
 	}
 	e.pod = &h
 	return e.pod, nil

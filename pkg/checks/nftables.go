@@ -137,7 +137,8 @@ func setHolds(elems []nftables.SetElement, interval bool, key []byte) bool {
 	return start != nil && bytes.Compare(key, start) >= 0
 }
 
-// nftRuleCheck: a rule of the chain, rendered as text, contains match.
+// nftRuleCheck: a rule of the chain, rendered as text, contains match at
+// token boundaries.
 type nftRuleCheck struct {
 	family, table, chain, match string
 	fam                         nftables.TableFamily
@@ -162,7 +163,7 @@ func (c *nftRuleCheck) Probe(context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("cannot list rules: %v", err), nil
 	}
 	for _, r := range rules {
-		if strings.Contains(RenderRule(r), c.match) {
+		if ContainsToken(RenderRule(r), c.match) {
 			return true, "", nil
 		}
 	}

@@ -96,7 +96,7 @@ func iptablesFamily(podIP string, att *attachment.Attachment) iptables.Protocol 
 	return iptables.ProtocolIPv4
 }
 
-// iptablesCheck: a rule of table/chain contains match.
+// iptablesCheck: a rule of table/chain contains match at token boundaries.
 type iptablesCheck struct {
 	env                 *Env
 	proto               iptables.Protocol
@@ -142,7 +142,7 @@ func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("cannot list %s/%s: %v", c.table, c.chain, strings.TrimSpace(err.Error())), nil
 	}
 	for _, r := range rules {
-		if strings.Contains(r, c.match) {
+		if ContainsToken(r, c.match) {
 			return true, "", nil
 		}
 	}
@@ -255,9 +255,8 @@ func NewHTTPCheck(raw, path string) (Check, error) {
 		c.url = "http://unix" + path
 		c.target = raw + " " + path
 	case "http":
-		host := u.Hostname()
-		if host != "localhost" && !strings.HasPrefix(host, "127.") && host != "::1" {
-			return nil, never("url %q is not on loopback", raw)
+		if !config.IsLoopbackHost(u.Hostname()) {
+			return nil, never("url %q is not an IP literal on loopback", raw)
 		}
 		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
 			h, port, err := net.SplitHostPort(addr)

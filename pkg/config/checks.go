@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"net/netip"
 	"net/url"
 	"path/filepath"
 	"strings"
@@ -188,6 +189,20 @@ func Expand(s string, p Placeholders) (string, error) {
 	return b.String(), nil
 }
 
+// IsLoopbackHost reports whether host (as url.URL.Hostname returns it) is
+// an IP literal in 127.0.0.0/8, ::1, or exactly "localhost". Anything else,
+// "127.attacker.example" included, would need a name lookup.
+func IsLoopbackHost(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip, err := netip.ParseAddr(host)
+	if err != nil || ip.Zone() != "" {
+		return false
+	}
+	return (ip.Is4() && ip.As4()[0] == 127) || ip == netip.IPv6Loopback()
+}
+
 func validateHTTPURL(raw, path string) error {
 	u, err := url.Parse(raw)
 	if err != nil {
@@ -195,9 +210,8 @@ func validateHTTPURL(raw, path string) error {
 	}
 	switch u.Scheme {
 	case "http":
-		host := u.Hostname()
-		if host != "localhost" && !strings.HasPrefix(host, "127.") && host != "::1" {
-			return fmt.Errorf(`"url" %q must point at loopback (127.0.0.0/8, ::1 or localhost)`, raw)
+		if !IsLoopbackHost(u.Hostname()) {
+			return fmt.Errorf(`"url" %q: the host must be an IP literal in 127.0.0.0/8, [::1], or exactly localhost; names are never resolved`, raw)
 		}
 		if path != "" {
 			return fmt.Errorf(`"path" applies only to unix:// urls; put it in "url"`)

@@ -9,6 +9,8 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
 
@@ -19,7 +21,9 @@ import (
 // Defaults from the contract.
 const (
 	DefaultTimeout  = 10 * time.Second
-	MaxTimeout      = 5 * time.Minute
+	// MaxTimeout leaves the main plugin its share of kubelet's 2 min
+	// runtime request timeout.
+	MaxTimeout      = 100 * time.Second
 	DefaultStateDir = "/run/netready"
 	DefaultConfDir  = "/etc/cni/net.d"
 
@@ -44,14 +48,14 @@ type NetConf struct {
 }
 
 // Parse decodes stdin, fills in defaults and validates. Errors are CNI
-// errors with code 7 whose message names the bad key.
+// errors with code 7 whose message names every bad key at once.
 func Parse(stdin []byte) (*NetConf, error) {
-	conf, err := decode(stdin)
-	if err != nil {
-		return nil, invalid(err)
+	conf, decodeErr := decode(stdin)
+	if conf == nil {
+		return nil, invalid(decodeErr)
 	}
 	conf.Defaults()
-	if err := conf.Validate(); err != nil {
+	if err := errors.Join(decodeErr, conf.Validate()); err != nil {
 		return nil, invalid(err)
 	}
 	return conf, nil
@@ -72,49 +76,70 @@ func (c *NetConf) ParsePrevResult() error {
 // invalid turns a (possibly joined) validation error into CNI error 7 on
 // one line, as runtimes show only the first line of a message.
 func invalid(err error) error {
-	msg := strings.ReplaceAll(err.Error(), "\n", "; ")
-	return types.NewError(types.ErrInvalidNetworkConfig, "netready: invalid configuration: "+msg, "")
+	return types.NewError(types.ErrInvalidNetworkConfig, "netready: "+InvalidMessage(err), "")
 }
 
-// decode unmarshals the top level leniently (a conflist entry carries keys
-// of the runtime's) but each check strictly, so that a typo in a check is an
-// error rather than a silently ignored field.
-func decode(stdin []byte) (*NetConf, error) {
-	var top struct {
-		types.NetConf
-		TimeoutRaw *string           `json:"timeout"`
-		OnTimeout  string            `json:"onTimeout"`
-		StateDir   string            `json:"stateDir"`
-		LogFile    string            `json:"logFile"`
-		Checks     []json.RawMessage `json:"checks"`
-		Status     json.RawMessage   `json:"status"`
+// InvalidMessage is the one-line text of a configuration error, as the
+// plugin reports it after "netready: ".
+func InvalidMessage(err error) string {
+	var e *types.Error
+	if errors.As(err, &e) {
+		return strings.TrimPrefix(e.Msg, "netready: ")
 	}
+	return "invalid configuration: " + strings.ReplaceAll(err.Error(), "\n", "; ")
+}
+
+// decode unmarshals the entry key by key, so that one bad value does not
+// hide the others. The top level is lenient (a conflist entry carries the
+// runtime's keys) except for netready's own keys written in the wrong
+// case; checks and status are strict. It returns nil only when stdin is
+// not a JSON object at all.
+func decode(stdin []byte) (*NetConf, error) {
+	var top map[string]json.RawMessage
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("cannot decode JSON: %w", err)
 	}
-	conf := &NetConf{NetConf: top.NetConf, OnTimeout: top.OnTimeout, StateDir: top.StateDir, LogFile: top.LogFile}
-	if top.TimeoutRaw != nil {
-		conf.TimeoutRaw = *top.TimeoutRaw
-		if conf.TimeoutRaw == "" {
-			return nil, errors.New(`"timeout" is empty: give a Go duration such as "10s"`)
-		}
-	}
-
+	conf := &NetConf{}
 	var errs []error
-	if top.Checks != nil {
-		conf.Checks = make([]CheckConf, 0, len(top.Checks))
+	if err := json.Unmarshal(stdin, &conf.NetConf); err != nil {
+		errs = append(errs, fmt.Errorf("cannot decode the CNI keys: %w", err))
 	}
-	for i, raw := range top.Checks {
+	errs = append(errs, caseTypos(top, topKeys)...)
+	// field decodes one key; it reports whether the key was there and valid.
+	field := func(key string, v any) bool {
+		raw, ok := top[key]
+		if !ok {
+			return false
+		}
+		if err := json.Unmarshal(raw, v); err != nil {
+			errs = append(errs, fmt.Errorf("%q: %s", key, typeMessage(err)))
+			return false
+		}
+		return true
+	}
+	if field("timeout", &conf.TimeoutRaw) && conf.TimeoutRaw == "" {
+		errs = append(errs, errors.New(`"timeout" is empty: give a Go duration such as "10s"`))
+	}
+	field("onTimeout", &conf.OnTimeout)
+	field("stateDir", &conf.StateDir)
+	field("logFile", &conf.LogFile)
+
+	var checks []json.RawMessage
+	field("checks", &checks)
+	if checks != nil {
+		conf.Checks = make([]CheckConf, 0, len(checks))
+	}
+	for i, raw := range checks {
 		var cc CheckConf
-		if err := strictUnmarshal(raw, &cc); err != nil {
+		if err := StrictUnmarshal(raw, &cc); err != nil {
 			errs = append(errs, fmt.Errorf("checks[%d]: %w", i, err))
 			continue
 		}
 		conf.Checks = append(conf.Checks, cc)
 	}
-	if len(top.Status) > 0 && !bytes.Equal(bytes.TrimSpace(top.Status), []byte("null")) {
+	if raw := top["status"]; len(raw) > 0 && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		var sc StatusConf
-		if err := strictUnmarshal(top.Status, &sc); err != nil {
+		if err := StrictUnmarshal(raw, &sc); err != nil {
 			errs = append(errs, fmt.Errorf("status: %w", err))
 		} else {
 			conf.Status = &sc
@@ -123,13 +148,76 @@ func decode(stdin []byte) (*NetConf, error) {
 	return conf, errors.Join(errs...)
 }
 
-func strictUnmarshal(raw []byte, v any) error {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil {
-		return err
+// topKeys are netready's own top-level keys.
+var topKeys = []string{"timeout", "onTimeout", "stateDir", "logFile", "checks", "status"}
+
+// caseTypos reports keys that differ from a known key only in case: Go's
+// JSON would take them silently, the runtime's reader maybe not.
+func caseTypos(obj map[string]json.RawMessage, known []string) []error {
+	var errs []error
+	for k := range obj {
+		for _, want := range known {
+			if k != want && strings.EqualFold(k, want) {
+				errs = append(errs, fmt.Errorf("unknown key %q: did you mean %q?", k, want))
+			}
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+// StrictUnmarshal decodes one JSON object into v, refusing keys that v
+// does not have, including known keys in the wrong case.
+func StrictUnmarshal(raw []byte, v any) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return errors.New(typeMessage(err))
+	}
+	known := jsonKeys(v)
+	var errs []error
+	for k := range obj {
+		if slices.Contains(known, k) {
+			continue
+		}
+		if err := caseTypos(map[string]json.RawMessage{k: nil}, known); len(err) > 0 {
+			errs = append(errs, err...)
+			continue
+		}
+		errs = append(errs, fmt.Errorf("unknown key %q (known: %s)", k, strings.Join(known, ", ")))
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if len(errs) > 0 {
+		return errors.Join(errs...)
+	}
+	if err := json.Unmarshal(raw, v); err != nil {
+		return errors.New(typeMessage(err))
 	}
 	return nil
+}
+
+// jsonKeys lists the JSON keys of the struct v points to.
+func jsonKeys(v any) []string {
+	t := reflect.TypeOf(v).Elem()
+	var keys []string
+	for i := range t.NumField() {
+		name, _, _ := strings.Cut(t.Field(i).Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			keys = append(keys, name)
+		}
+	}
+	return keys
+}
+
+// typeMessage says what a JSON decoding error means for the user.
+func typeMessage(err error) string {
+	var te *json.UnmarshalTypeError
+	if errors.As(err, &te) {
+		if te.Field != "" {
+			return fmt.Sprintf("%q must be a %s, not a JSON %s", te.Field, te.Type, te.Value)
+		}
+		return fmt.Sprintf("must be a %s, not a JSON %s", te.Type, te.Value)
+	}
+	return err.Error()
 }
 
 // Defaults fills in every key the conflist left out.
@@ -162,7 +250,7 @@ func (c *NetConf) Validate() error {
 	case err != nil:
 		errs = append(errs, fmt.Errorf(`"timeout" %q is not a Go duration such as "10s"`, c.TimeoutRaw))
 	case d <= 0 || d > MaxTimeout:
-		errs = append(errs, fmt.Errorf(`"timeout" %q must be > 0 and <= %s`, c.TimeoutRaw, "5m"))
+		errs = append(errs, fmt.Errorf(`"timeout" %q must be > 0 and <= 100s`, c.TimeoutRaw))
 	default:
 		c.Timeout = d
 	}

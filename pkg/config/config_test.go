@@ -81,29 +81,39 @@ func TestParseErrors(t *testing.T) {
 		{"unknown kind", `"checks":[{"kind":"ebpf"}]`, []string{`checks[0]`, `unknown check "kind" "ebpf"`}},
 		{"missing kind", `"checks":[{}]`, []string{`checks[0]`, `"kind" is required`}},
 		{"timeout not a duration", `"timeout":"ten"`, []string{`"timeout" "ten" is not a Go duration`}},
-		{"timeout zero", `"timeout":"0s"`, []string{`"timeout" "0s" must be > 0 and <= 5m`}},
+		{"timeout zero", `"timeout":"0s"`, []string{`"timeout" "0s" must be > 0 and <= 100s`}},
 		{"timeout negative", `"timeout":"-1s"`, []string{`"timeout" "-1s" must be > 0`}},
-		{"timeout too long", `"timeout":"5m1s"`, []string{`"timeout" "5m1s" must be > 0 and <= 5m`}},
+		{"timeout over kubelet's share", `"timeout":"101s"`, []string{`"timeout" "101s" must be > 0 and <= 100s`}},
+		{"timeout too long", `"timeout":"5m1s"`, []string{`"timeout" "5m1s" must be > 0 and <= 100s`}},
 		{"timeout empty", `"timeout":""`, []string{`"timeout" is empty`}},
-		{"timeout not a string", `"timeout":10`, []string{`cannot decode JSON`}},
+		{"timeout not a string", `"timeout":10`, []string{`"timeout": must be a string, not a JSON number`}},
 		{"bad onTimeout", `"onTimeout":"retry"`, []string{`"onTimeout" "retry" must be "fail" or "proceed"`}},
 		{"relative stateDir", `"stateDir":"run/netready"`, []string{`"stateDir" "run/netready" must be an absolute path`}},
 		{"relative logFile", `"logFile":"x.log"`, []string{`"logFile" "x.log" must be an absolute path`}},
-		{"unknown field in check", `"checks":[{"kind":"address","tabel":"x"}]`, []string{`checks[0]`, `unknown field "tabel"`}},
+		{"unknown field in check", `"checks":[{"kind":"address","tabel":"x"}]`, []string{`checks[0]`, `unknown key "tabel"`}},
+		{"check key in the wrong case", `"checks":[{"kind":"iptables","Chain":"X","match":"m"}]`, []string{`checks[0]`, `unknown key "Chain": did you mean "chain"?`}},
+		{"top-level key in the wrong case", `"onTimeOut":"proceed"`, []string{`unknown key "onTimeOut": did you mean "onTimeout"?`}},
+		{"status key in the wrong case", `"status":{"minfree":3}`, []string{`status`, `unknown key "minfree": did you mean "minFree"?`}},
 		{"field of another kind", `"checks":[{"kind":"route","chain":"X"}]`, []string{`checks[0] (route)`, `"chain" does not apply to kind "route"`}},
 		{"iptables without chain", `"checks":[{"kind":"iptables","match":"x"}]`, []string{`"chain" is required`}},
 		{"nftables set and chain", `"checks":[{"kind":"nftables","table":"t","set":"s","chain":"c","match":"m"}]`, []string{`either "set" or "chain"`}},
 		{"nftables bad family", `"checks":[{"kind":"nftables","family":"ipx","table":"t","set":"s"}]`, []string{`"family" "ipx"`}},
 		{"file relative", `"checks":[{"kind":"file","path":"x"}]`, []string{`"path" "x" must be absolute`}},
 		{"file bad preset", `"checks":[{"kind":"file","preset":"cilium"}]`, []string{`"preset" "cilium" is unknown`}},
-		{"http not loopback", `"checks":[{"kind":"http","url":"http://10.0.0.1/x"}]`, []string{`must point at loopback`}},
+		{"http not loopback", `"checks":[{"kind":"http","url":"http://10.0.0.1/x"}]`, []string{`the host must be an IP literal in 127.0.0.0/8`}},
+		{"http name that looks like loopback", `"checks":[{"kind":"http","url":"http://127.attacker.example/x"}]`, []string{`"http://127.attacker.example/x": the host must be an IP literal`}},
+		{"http localhost with a dot", `"checks":[{"kind":"http","url":"http://localhost./x"}]`, []string{`the host must be an IP literal`}},
+		{"http mapped v6 loopback", `"checks":[{"kind":"http","url":"http://[::ffff:127.0.0.1]/x"}]`, []string{`the host must be an IP literal`}},
+		{"status agent name", `"status":{"agents":[{"kind":"http","url":"http://localhost.localdomain:9099/"}]}`, []string{`agents[0]`, `the host must be an IP literal`}},
 		{"http relative unix socket", `"checks":[{"kind":"http","url":"unix://run/a.sock"}]`, []string{`must be unix:///absolute/path.sock`}},
 		{"bad placeholder", `"checks":[{"kind":"iptables","chain":"C","match":"{{.PodIP}}"}]`, []string{`"match"`, `bad placeholder`}},
-		{"unknown status key", `"status":{"minimumFree":1}`, []string{`status`, `unknown field "minimumFree"`}},
+		{"unknown status key", `"status":{"minimumFree":1}`, []string{`status`, `unknown key "minimumFree"`}},
 		{"status ipam not host-local", `"status":{"ipam":{"type":"dhcp"}}`, []string{`only "type": "host-local"`}},
 		{"status negative minFree", `"status":{"minFree":-1}`, []string{`"minFree" -1 must be >= 0`}},
 		{"status agent bad maxAge", `"status":{"agents":[{"kind":"file","path":"/x","maxAge":"soon"}]}`, []string{`agents[0]`, `"maxAge" "soon"`}},
 		{"every problem at once", `"timeout":"0s","onTimeout":"x","stateDir":"y"`, []string{`"timeout"`, `"onTimeout"`, `"stateDir"`}},
+		{"decode and validation errors together", `"timeout":5,"onTimeout":"x","checks":[{"kind":"file","path":7},{"kind":"route","tabel":1}],"status":{"minFree":-2}`,
+			[]string{`"timeout": must be a string`, `"onTimeout" "x"`, `checks[0]: "path" must be a string`, `checks[1]: unknown key "tabel"`, `"minFree" -2 must be >= 0`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -155,5 +165,76 @@ func TestExpand(t *testing.T) {
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("Expand(%q) (-want +got):\n%s", tt.in, diff)
 		}
+	}
+}
+
+func TestIsLoopbackHost(t *testing.T) {
+	tests := map[string]bool{
+		"localhost": true, "127.0.0.1": true, "127.255.0.9": true, "::1": true,
+		"127.attacker.example": false, "localhost.": false, "LOCALHOST": false, "localhost.localdomain": false,
+		"128.0.0.1": false, "10.0.0.1": false, "::ffff:127.0.0.1": false, "::1%lo": false, "127.1": false, "": false,
+	}
+	for host, want := range tests {
+		if got := IsLoopbackHost(host); got != want {
+			t.Errorf("IsLoopbackHost(%q) = %v, want %v", host, got, want)
+		}
+	}
+}
+
+func TestParseCleanup(t *testing.T) {
+	tests := []struct {
+		name         string
+		stdin        string
+		want         Cleanup
+		wantProblems string // "" means none
+		wantKeepErr  bool
+	}{
+		{
+			name:  "valid entry",
+			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready","stateDir":"/tmp/s","logFile":"/tmp/l"}`,
+			want:  Cleanup{Name: "podnet", StateDir: "/tmp/s", LogFile: "/tmp/l"},
+		},
+		{
+			name:         "typo in a check does not matter",
+			stdin:        `{"cniVersion":"1.1.0","name":"podnet","type":"netready","checks":[{"kind":"iptables","tabel":"x"}],"timeout":"1h"}`,
+			want:         Cleanup{Name: "podnet", StateDir: DefaultStateDir},
+			wantProblems: `unknown key "tabel"`,
+		},
+		{
+			name:         "relative stateDir means no marker was ever written",
+			stdin:        `{"cniVersion":"1.1.0","name":"podnet","type":"netready","stateDir":"run/x","logFile":"rel.log"}`,
+			want:         Cleanup{Name: "podnet"},
+			wantProblems: `"stateDir" "run/x"`,
+		},
+		{
+			name:  "keep-list",
+			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}`,
+			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir, ValidAttachments: []types.GCAttachment{{ContainerID: "a", IfName: "eth0"}}},
+		},
+		{
+			name:        "unreadable keep-list",
+			stdin:       `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":{"containerID":"a"}}`,
+			want:         Cleanup{Name: "podnet", StateDir: DefaultStateDir},
+			wantProblems: `valid-attachments`,
+			wantKeepErr:  true,
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, problems := ParseCleanup([]byte(tt.stdin))
+			if (got.KeepListErr != nil) != tt.wantKeepErr {
+				t.Errorf("KeepListErr = %v, want set: %v", got.KeepListErr, tt.wantKeepErr)
+			}
+			got.KeepListErr = nil
+			if diff := cmp.Diff(&tt.want, got); diff != "" {
+				t.Errorf("ParseCleanup (-want +got):\n%s", diff)
+			}
+			switch {
+			case tt.wantProblems == "" && problems != nil:
+				t.Errorf("problems = %v, want none", problems)
+			case tt.wantProblems != "" && (problems == nil || !strings.Contains(problems.Error(), tt.wantProblems)):
+				t.Errorf("problems = %v, want one containing %q", problems, tt.wantProblems)
+			}
+		})
 	}
 }

@@ -213,6 +213,20 @@ func ReadFile(path string) (*Marker, error) {
 	if m.Version != Version {
 		return nil, fmt.Errorf("marker %s has version %d, want %d", path, m.Version, Version)
 	}
+	// The name is what DEL and GC go by: a file whose content names
+	// another attachment must not speak for it. Names are compared whole,
+	// as "_" may appear in both the container ID and the interface name.
+	k := Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
+	if err := k.Validate(); err != nil {
+		return nil, fmt.Errorf("marker %s: %w", path, err)
+	}
+	if filepath.Base(path) != k.FileName() || filepath.Base(filepath.Dir(path)) != k.Network {
+		return nil, fmt.Errorf("marker %s names another attachment (network %q, container %q, interface %q): not trusted",
+			path, k.Network, k.ContainerID, k.IfName)
+	}
+	if m.State != StateReady && m.State != StatePending {
+		return nil, fmt.Errorf("marker %s has state %q, want %q or %q", path, m.State, StateReady, StatePending)
+	}
 	return &m, nil
 }
 

@@ -183,3 +183,58 @@ func TestGC(t *testing.T) {
 		t.Errorf("GC of a network without markers = %v, %v", removed, err)
 	}
 }
+
+// TestReadFileTrustsOnlyItsOwnName: a marker is read by the name DEL and
+// GC go by; content naming another attachment is refused, also where "_"
+// makes the file name ambiguous.
+func TestReadFileTrustsOnlyItsOwnName(t *testing.T) {
+	tests := []struct {
+		name          string
+		network       string
+		cid, ifName   string
+		fileNet, file string
+		wantErr       string
+	}{
+		{"own name", "podnet", "abc", "eth0", "podnet", "abc_eth0.json", ""},
+		{"underscores", "podnet", "a_b", "c_d", "podnet", "a_b_c_d.json", ""},
+		{"another container", "podnet", "abc", "eth0", "podnet", "xyz_eth0.json", "names another attachment"},
+		{"same file name, other split", "podnet", "a_b", "c", "podnet", "a_b_c.json", ""},
+		{"other split of the same name", "podnet", "a", "b_c", "podnet", "a_b_c.json", ""},
+		{"another interface", "podnet", "abc", "net1", "podnet", "abc_eth0.json", "names another attachment"},
+		{"another network", "othernet", "abc", "eth0", "podnet", "abc_eth0.json", "names another attachment"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			m := sample()
+			m.Network, m.ContainerID, m.IfName = tt.network, tt.cid, tt.ifName
+			data, err := json.Marshal(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			path := filepath.Join(t.TempDir(), tt.fileNet, tt.file)
+			os.MkdirAll(filepath.Dir(path), 0o755)
+			if err := os.WriteFile(path, data, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			_, err = ReadFile(path)
+			switch {
+			case tt.wantErr == "" && err != nil:
+				t.Errorf("ReadFile: %v", err)
+			case tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)):
+				t.Errorf("ReadFile = %v, want an error containing %q", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+func TestReadFileRefusesUnknownState(t *testing.T) {
+	m := sample()
+	m.State = "maybe"
+	data, _ := json.Marshal(m)
+	path := filepath.Join(t.TempDir(), m.Network, Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}.FileName())
+	os.MkdirAll(filepath.Dir(path), 0o755)
+	os.WriteFile(path, data, 0o644)
+	if _, err := ReadFile(path); err == nil || !strings.Contains(err.Error(), `state "maybe"`) {
+		t.Errorf("ReadFile = %v, want an error naming the state", err)
+	}
+}

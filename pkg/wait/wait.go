@@ -6,6 +6,7 @@ package wait
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strings"
 	"sync/atomic"
@@ -109,8 +110,9 @@ const deadlineGrace = 50 * time.Millisecond
 
 // Until waits until every check is ready or ctx ends, and returns within
 // deadlineGrace of ctx's end whatever a probe is doing. It returns a
-// *NeverError as soon as one check can never succeed; otherwise the
-// outcome, whose unmet checks say why.
+// *NeverError as soon as one check can never succeed (its probe returned
+// an error wrapping checks.ErrNever); other probe errors are transient and
+// retried. Otherwise it returns the outcome, whose unmet checks say why.
 func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error) {
 	opts.Defaults()
 	start := opts.Since
@@ -180,9 +182,14 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 	res := Result{Check: c}
 	probe := func() (bool, error) {
 		ready, why, err := c.Probe(ctx)
-		if err != nil {
+		if errors.Is(err, checks.ErrNever) {
 			res.Why = err.Error()
 			return false, err
+		}
+		if err != nil {
+			// Transient (a socket error, out of file descriptors): say
+			// so and probe again.
+			ready, why = false, err.Error()
 		}
 		// A probe the deadline cut short says only that; the one before
 		// it says why the check is unmet.

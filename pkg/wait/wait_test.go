@@ -3,6 +3,7 @@ package wait
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -14,12 +15,14 @@ import (
 	"github.com/netready/netready/pkg/watch"
 )
 
-// fakeCheck is ready from its n-th probe on (n 0: never), or fails with err.
+// fakeCheck is ready from its n-th probe on (n 0: never), or fails with
+// err: always, or for its first errFor probes.
 type fakeCheck struct {
 	target  string
 	readyAt int32
 	probes  atomic.Int32
 	err     error
+	errFor  int32
 	hang    time.Duration
 }
 
@@ -31,14 +34,15 @@ func (f *fakeCheck) Probe(ctx context.Context) (bool, string, error) {
 	if f.hang > 0 {
 		time.Sleep(f.hang) // ignores ctx on purpose
 	}
-	if f.err != nil {
+	if f.err != nil && (f.errFor == 0 || n <= f.errFor) {
 		return false, "", f.err
 	}
 	return f.readyAt > 0 && n >= f.readyAt, "not yet", nil
 }
 
 func TestUntil(t *testing.T) {
-	errGone := errors.New("gone")
+	errGone := fmt.Errorf("%w: gone", checks.ErrNever)
+	errTransient := errors.New("netlink: no buffer space available")
 	tests := []struct {
 		name      string
 		checks    []*fakeCheck
@@ -51,7 +55,9 @@ func TestUntil(t *testing.T) {
 		{"ready at once", []*fakeCheck{{target: "a", readyAt: 1}}, time.Second, []bool{true}, "", ""},
 		{"ready after polling", []*fakeCheck{{target: "a", readyAt: 4}, {target: "b", readyAt: 1}}, 5 * time.Second, []bool{true, true}, "", ""},
 		{"timeout names the unmet", []*fakeCheck{{target: "a", readyAt: 1}, {target: "b"}}, 200 * time.Millisecond, []bool{true, false}, "", "fake b (not yet)"},
-		{"never fails at once", []*fakeCheck{{target: "a"}, {target: "b", err: errGone}}, time.Minute, nil, "check fake b: gone", ""},
+		{"never fails at once", []*fakeCheck{{target: "a"}, {target: "b", err: errGone}}, time.Minute, nil, "check fake b: can never succeed: gone", ""},
+		{"transient error is retried", []*fakeCheck{{target: "a", err: errTransient, errFor: 2, readyAt: 3}}, 5 * time.Second, []bool{true}, "", ""},
+		{"transient error until the deadline names it", []*fakeCheck{{target: "a", err: errTransient}}, 200 * time.Millisecond, []bool{false}, "", "fake a (netlink: no buffer space available)"},
 		{"deadline beats a stuck probe", []*fakeCheck{{target: "a", hang: 3 * time.Second}}, 200 * time.Millisecond, []bool{false}, "", "fake a (still probing at the deadline)"},
 	}
 	for _, tt := range tests {

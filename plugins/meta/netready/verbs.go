@@ -140,28 +140,46 @@ func probeDatapath(ctx context.Context, confs []config.CheckConf, att *attachmen
 	return nil
 }
 
+// cmdDel removes the marker. It never fails: a failing DEL would stop the
+// runtime before the main plugin's DEL, leaking the pod's IP and veth.
+// Problems are logged; a marker left behind is removed by GC.
 func cmdDel(args *skel.CmdArgs) error {
-	conf, err := config.Parse(args.StdinData)
-	if err != nil {
-		return err
-	}
+	conf, problems := config.ParseCleanup(args.StdinData)
 	log, closeLog := openLog(conf.LogFile, "DEL", args)
 	defer closeLog()
+	if problems != nil {
+		log.Warn("the entry has problems; DEL removes the marker regardless", "err", problems)
+	}
+	if conf.Name == "" || conf.StateDir == "" {
+		log.Info("DEL done: no usable name or stateDir, so ADD never wrote a marker with this entry")
+		return nil
+	}
 	k := marker.Key{Network: conf.Name, ContainerID: args.ContainerID, IfName: args.IfName}
 	if err := (marker.Store{Dir: conf.StateDir}).Remove(k); err != nil {
-		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error(), ""))
+		log.Error("cannot remove the marker; GC will", "err", err)
+		return nil
 	}
 	log.Info("DEL done")
 	return nil
 }
 
+// cmdGC removes the markers of attachments the runtime no longer has. A
+// problem in a key it does not read is logged, never returned; a keep-list
+// it cannot read makes it remove nothing.
 func cmdGC(args *skel.CmdArgs) error {
-	conf, err := config.Parse(args.StdinData)
-	if err != nil {
-		return err
-	}
+	conf, problems := config.ParseCleanup(args.StdinData)
 	log, closeLog := openLog(conf.LogFile, "GC", args)
 	defer closeLog()
+	if problems != nil {
+		log.Warn("the entry has problems; GC goes on with name and stateDir", "err", problems)
+	}
+	if conf.KeepListErr != nil {
+		return logged(log, types.NewError(types.ErrDecodingFailure, "netready: GC removed nothing: "+conf.KeepListErr.Error(), ""))
+	}
+	if conf.Name == "" || conf.StateDir == "" {
+		log.Info("GC done: no usable name or stateDir")
+		return nil
+	}
 	keep := make([]marker.Key, 0, len(conf.ValidAttachments))
 	for _, a := range conf.ValidAttachments {
 		keep = append(keep, marker.Key{Network: conf.Name, ContainerID: a.ContainerID, IfName: a.IfName})
@@ -174,10 +192,16 @@ func cmdGC(args *skel.CmdArgs) error {
 	return nil
 }
 
+// cmdStatus says whether this host can take ADDs. An entry that ADD would
+// refuse makes it fail too, with the same message, as code 50.
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData)
 	if err != nil {
-		return err
+		c, _ := config.ParseCleanup(args.StdinData)
+		log, closeLog := openLog(c.LogFile, "STATUS", args)
+		defer closeLog()
+		return logged(log, types.NewError(types.ErrPluginNotAvailable,
+			fmt.Sprintf("netready: network %q: %s", c.Name, config.InvalidMessage(err)), ""))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
 	defer cancel()

@@ -1,0 +1,61 @@
+package config
+
+import (
+	"encoding/json"
+	"fmt"
+	"path/filepath"
+
+	"github.com/containernetworking/cni/pkg/types"
+)
+
+// Cleanup is what DEL and GC read from the entry. Removing markers must
+// work whatever else is wrong with the entry: a failing DEL stops the
+// runtime from running the main plugin's DEL, which leaks IPs and veths.
+type Cleanup struct {
+	// Name is the network; empty when the entry has no usable name.
+	Name string
+	// StateDir is where markers live; empty when the entry's value is
+	// unusable, in which case ADD never wrote a marker with it either.
+	StateDir string
+	LogFile  string
+	// ValidAttachments is GC's keep-list.
+	ValidAttachments []types.GCAttachment
+	// KeepListErr is set when the keep-list cannot be read; GC must then
+	// remove nothing.
+	KeepListErr error
+}
+
+// ParseCleanup reads name, stateDir, logFile and the GC keep-list. It
+// never fails: every other problem of the entry, as ADD would report it,
+// comes back as problems, for the log.
+func ParseCleanup(stdin []byte) (c *Cleanup, problems error) {
+	c = &Cleanup{StateDir: DefaultStateDir}
+	if _, err := Parse(stdin); err != nil {
+		problems = err
+	}
+	var top map[string]json.RawMessage
+	if json.Unmarshal(stdin, &top) != nil {
+		c.StateDir = ""
+		c.KeepListErr = fmt.Errorf("the configuration is not a JSON object")
+		return c, problems
+	}
+	json.Unmarshal(top["name"], &c.Name)
+	if raw, ok := top["stateDir"]; ok {
+		var dir string
+		if json.Unmarshal(raw, &dir) != nil || (dir != "" && !filepath.IsAbs(dir)) {
+			c.StateDir = ""
+		} else if dir != "" {
+			c.StateDir = dir
+		}
+	}
+	var logFile string
+	if json.Unmarshal(top["logFile"], &logFile) == nil && filepath.IsAbs(logFile) {
+		c.LogFile = logFile
+	}
+	if raw, ok := top["cni.dev/valid-attachments"]; ok {
+		if err := json.Unmarshal(raw, &c.ValidAttachments); err != nil {
+			c.KeepListErr = fmt.Errorf(`cannot decode "cni.dev/valid-attachments": %w`, err)
+		}
+	}
+	return c, problems
+}
