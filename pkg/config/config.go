@@ -20,7 +20,7 @@ import (
 
 // Defaults from the contract.
 const (
-	DefaultTimeout  = 10 * time.Second
+	DefaultTimeout = 10 * time.Second
 	// MaxTimeout leaves the main plugin its share of kubelet's 2 min
 	// runtime request timeout.
 	MaxTimeout      = 100 * time.Second

@@ -212,8 +212,8 @@ func TestParseCleanup(t *testing.T) {
 			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir, ValidAttachments: []types.GCAttachment{{ContainerID: "a", IfName: "eth0"}}},
 		},
 		{
-			name:        "unreadable keep-list",
-			stdin:       `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":{"containerID":"a"}}`,
+			name:         "unreadable keep-list",
+			stdin:        `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":{"containerID":"a"}}`,
 			want:         Cleanup{Name: "podnet", StateDir: DefaultStateDir},
 			wantProblems: `valid-attachments`,
 			wantKeepErr:  true,
