@@ -11,9 +11,11 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/containernetworking/cni/pkg/version"
 	"github.com/fsnotify/fsnotify"
 
 	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
 )
 
@@ -29,6 +31,27 @@ type installer struct {
 	// binaryOK: the binary is in place; each resync checks it again,
 	// rather than every config event reading 10 MB twice.
 	binaryOK bool
+	// warned holds the files (and versions) already warned about.
+	warned map[string]bool
+}
+
+// refusal is a problem that waiting cannot fix; the installer exits 1.
+type refusal struct{ error }
+
+func refuse(format string, args ...any) error {
+	return refusal{fmt.Errorf(format, args...)}
+}
+
+// isRefusal reports whether err is a refusal.
+func isRefusal(err error) bool {
+	var r refusal
+	return errors.As(err, &r)
+}
+
+// waitable reports errors that a later event or resync may cure: no config
+// yet, or an earlier file that is not valid yet.
+func waitable(err error) bool {
+	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, conflist.ErrUnsettled)
 }
 
 // installOnce waits for a config, then installs.
@@ -45,13 +68,13 @@ func (in *installer) installOnce(ctx context.Context) error {
 	defer w.Close()
 	for {
 		err := in.ensure()
-		if !errors.Is(err, fs.ErrNotExist) {
+		if !waitable(err) {
 			return err
 		}
-		in.log.Info("waiting for a CNI config", "dir", in.opts.ConfDir, "network", in.opts.Network)
+		in.log.Warn("waiting for the CNI config the runtime uses", "dir", in.opts.ConfDir, "network", in.opts.Network, "why", err)
 		select {
 		case <-ctx.Done():
-			return fmt.Errorf("no CNI config appeared: %w", ctx.Err())
+			return fmt.Errorf("gave up waiting: %w", err)
 		case <-w.Events:
 		case <-time.After(5 * time.Second):
 		}
@@ -60,19 +83,33 @@ func (in *installer) installOnce(ctx context.Context) error {
 
 // ensure copies the binary and puts the entry in place; it writes nothing
 // that already holds the right bytes. It returns an error wrapping
-// fs.ErrNotExist while there is no config to install into.
+// fs.ErrNotExist while there is no config to install into, one wrapping
+// conflist.ErrUnsettled while an earlier file is invalid, and a refusal
+// when the entry or the mode cannot work with the runtime's file.
 func (in *installer) ensure() error {
-	f, skipped, err := conflist.Pick(in.opts.ConfDir, in.opts.Network)
-	for _, s := range skipped {
-		in.log.Warn("skipping an invalid CNI config, as the runtime does", "err", s)
-	}
+	f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network)
 	if err != nil {
 		return err
 	}
-	entry, err := conflist.Entry(in.opts.snippet, f.PrimaryIPAM())
+	entry, err := conflist.Entry(in.opts.snippet)
 	if err != nil {
-		return err
+		return refusal{err}
 	}
+	// The runtime hands the plugin the entry with the file's name and
+	// cniVersion: validate exactly that, with the plugin's own rules.
+	merged, err := f.Merged(entry)
+	if err != nil {
+		return refusal{err}
+	}
+	if _, err := config.Parse(merged); err != nil {
+		return refuse("%s: %s", f.Path, config.InvalidMessage(err))
+	}
+	if in.opts.Mode == ModePluginDir {
+		if ok, why := f.LoadsPluginDir(); !ok {
+			return refuse("--mode plugin-dir: %s; use --mode conflist", why)
+		}
+	}
+	in.warnOldVersion(f)
 	// The binary goes in before the entry that makes the runtime use it.
 	if !in.binaryOK {
 		if err := in.copyBinary(); err != nil {
@@ -107,6 +144,27 @@ func (in *installer) ensure() error {
 		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
 	}
 	return nil
+}
+
+// minVerbsVersion is the first cniVersion for which runtimes call STATUS
+// and GC.
+const minVerbsVersion = "1.1.0"
+
+// warnOldVersion warns, once per file and version, that runtimes never
+// call STATUS or GC for a conflist below 1.1.0. It never changes the
+// version: some main plugins break on a version they do not know.
+func (in *installer) warnOldVersion(f *conflist.File) {
+	v := f.CNIVersion()
+	if ok, err := version.GreaterThanOrEqualTo(v, minVerbsVersion); err == nil && ok {
+		return
+	}
+	key := f.Path + "@" + v
+	if in.warned[key] {
+		return
+	}
+	in.warned[key] = true
+	in.log.Warn(fmt.Sprintf("%s has cniVersion %q, below %s: runtimes never call STATUS or GC for it, so netready cannot report pool or agent problems and stale markers wait for DEL. ADD, CHECK and DEL work. netready leaves cniVersion as the vendor wrote it: raise it in the network plugin's own config if that plugin supports %s",
+		f.Path, v, minVerbsVersion, minVerbsVersion))
 }
 
 // write stores data at path if it differs, and notes reverts: a rewrite of
@@ -277,12 +335,14 @@ func (in *installer) watch(ctx context.Context) error {
 	check := func() error {
 		err := in.ensure()
 		switch {
-		case errors.Is(err, fs.ErrNotExist):
+		case waitable(err):
 			if !waiting {
-				in.log.Info("waiting for a CNI config", "dir", in.opts.ConfDir, "network", in.opts.Network)
+				in.log.Warn("waiting for the CNI config the runtime uses", "dir", in.opts.ConfDir, "network", in.opts.Network, "why", err)
 			}
 			waiting = true
 			return nil
+		case isRefusal(err):
+			return err
 		case err != nil:
 			// A primary writing its file non-atomically can be caught
 			// half-written; the next event or resync tries again.
@@ -291,7 +351,7 @@ func (in *installer) watch(ctx context.Context) error {
 		}
 		waiting = false
 		if in.opts.Mode == ModePluginDir {
-			if f, _, err := conflist.Pick(in.opts.ConfDir, in.opts.Network); err == nil {
+			if f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network); err == nil {
 				w.Add(filepath.Join(in.opts.ConfDir, f.Network))
 			}
 		}
@@ -319,10 +379,14 @@ func (in *installer) watch(ctx context.Context) error {
 			settle = time.After(debounce)
 		case <-settle:
 			settle = nil
-			check()
+			if err := check(); err != nil {
+				return err
+			}
 		case <-resync.C:
 			in.binaryOK = false
-			check()
+			if err := check(); err != nil {
+				return err
+			}
 		}
 	}
 }

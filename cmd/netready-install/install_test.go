@@ -56,7 +56,10 @@ func testInstaller(t *testing.T, o options) *installer {
 	if err := o.Validate(); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
-	return &installer{opts: o, log: slog.New(slog.NewTextHandler(io.Discard, nil)), written: map[string][]byte{}}
+	if err := validateEntry(o.snippet); err != nil {
+		t.Fatalf("validateEntry: %v", err)
+	}
+	return newInstaller(o, slog.New(slog.NewTextHandler(io.Discard, nil)))
 }
 
 // TestGolden runs the installer on testdata/<case>/in and compares the
@@ -68,16 +71,20 @@ func TestGolden(t *testing.T) {
 		config    string
 		mode      string
 		uninstall bool
+		wantErr   string // ensure fails with this, changing nothing
 	}{
 		{name: "conf-becomes-conflist"},
 		{name: "already-twice", config: `{"type":"netready","timeout":"5s"}`},
 		{name: "unknown-fields"},
-		{name: "invalid-sorts-first"},
+		{name: "invalid-sorts-first", wantErr: "an earlier CNI config file is invalid"},
 		{name: "several-files"},
 		{name: "network-flag", network: "second"},
 		{name: "uninstall", uninstall: true},
 		{name: "snippet-with-status", config: `{"type":"netready","status":{"minFree":2}}`},
 		{name: "plugin-dir", mode: ModePluginDir},
+		{name: "plugin-dir-conf-primary", mode: ModePluginDir, wantErr: "single-plugin .conf"},
+		{name: "plugin-dir-inlined", mode: ModePluginDir, wantErr: `"loadOnlyInlinedPlugins": true`},
+		{name: "old-version"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -88,7 +95,20 @@ func TestGolden(t *testing.T) {
 			if tt.uninstall {
 				run = in.uninstall
 			}
-			if err := run(); err != nil {
+			err := run()
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("run = %v, want an error containing %q", err, tt.wantErr)
+				}
+				if diff := cmp.Diff(readTree(t, filepath.Join("testdata", tt.name, "in")), readTree(t, conf)); diff != "" {
+					t.Errorf("a refused run changed the folder (-before +after):\n%s", diff)
+				}
+				if len(readTree(t, bin)) != 0 {
+					t.Errorf("a refused run installed the binary")
+				}
+				return
+			}
+			if err != nil {
 				t.Fatalf("run: %v", err)
 			}
 			got := readTree(t, conf)
@@ -150,6 +170,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 		{"bad mode", func(t *testing.T, conf string) options {
 			return options{ConfDir: conf, Mode: "merge"}
 		}, `--mode "merge"`},
+		{"entry the plugin refuses", func(t *testing.T, conf string) options {
+			return options{ConfDir: conf, Config: `{"type":"netready","timeout":"5m","checks":[{"kind":"iptables","tabel":"x"}]}`}
+		}, `netready: invalid configuration: checks[0]: unknown key "tabel" (known: kind, table, chain, match, family, set, path, contains, preset, url); "timeout" "5m" must be > 0 and <= 100s`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -166,6 +189,9 @@ func TestBadInputChangesNothing(t *testing.T) {
 				os.WriteFile(o.PluginBinary, nil, 0o755)
 			}
 			err := o.Validate()
+			if err == nil {
+				err = validateEntry(o.snippet)
+			}
 			if err == nil || !strings.Contains(err.Error(), tt.want) {
 				t.Fatalf("Validate = %v, want an error containing %q", err, tt.want)
 			}
@@ -184,11 +210,71 @@ func TestBadInputChangesNothing(t *testing.T) {
 		before := readTree(t, conf)
 		in := testInstaller(t, options{ConfDir: conf, BinDir: bin, WaitTimeout: 300 * time.Millisecond})
 		err := in.installOnce(context.Background())
-		if err == nil || !strings.Contains(err.Error(), "no CNI config appeared") {
+		if err == nil || !strings.Contains(err.Error(), "gave up waiting") {
 			t.Errorf("installOnce = %v, want it to wait and give up", err)
 		}
 		if diff := cmp.Diff(before, readTree(t, conf)); diff != "" {
 			t.Errorf("changed (-before +after):\n%s", diff)
 		}
 	})
+}
+
+// TestInvalidFirstFileWaits: while the first file by name is invalid (a
+// vendor's half-written file), the installer waits; once it is valid, it
+// is the one edited, never the next one.
+func TestInvalidFirstFileWaits(t *testing.T) {
+	conf, bin := t.TempDir(), t.TempDir()
+	copyTree(t, filepath.Join("testdata", "invalid-sorts-first", "in"), conf)
+	in := testInstaller(t, options{ConfDir: conf, BinDir: bin})
+	done := make(chan error, 1)
+	go func() { done <- in.installOnce(context.Background()) }()
+	time.Sleep(300 * time.Millisecond)
+	select {
+	case err := <-done:
+		t.Fatalf("installOnce returned %v while the first file is invalid; want it to wait", err)
+	default:
+	}
+	good, _ := os.ReadFile(filepath.Join(conf, "10-good.conflist"))
+	if strings.Contains(string(good), "netready") {
+		t.Fatalf("the installer edited the next file while the first was invalid")
+	}
+	fixed := `{"cniVersion": "1.1.0", "name": "broken", "plugins": [{"type": "bridge"}]}`
+	if err := os.WriteFile(filepath.Join(conf, "00-broken.conflist"), []byte(fixed), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatalf("installOnce: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("installOnce did not install once the first file became valid")
+	}
+	first, _ := os.ReadFile(filepath.Join(conf, "00-broken.conflist"))
+	good, _ = os.ReadFile(filepath.Join(conf, "10-good.conflist"))
+	if !strings.Contains(string(first), `"netready"`) || strings.Contains(string(good), "netready") {
+		t.Errorf("want netready in 00-broken.conflist only:\n00: %s\n10: %s", first, good)
+	}
+}
+
+// TestWarnsOnOldCNIVersion: a conflist below 1.1.0 gets a warning naming
+// cniVersion, once, and keeps its version.
+func TestWarnsOnOldCNIVersion(t *testing.T) {
+	conf, bin := t.TempDir(), t.TempDir()
+	copyTree(t, filepath.Join("testdata", "old-version", "in"), conf)
+	in := testInstaller(t, options{ConfDir: conf, BinDir: bin})
+	var logs strings.Builder
+	in.log = slog.New(slog.NewTextHandler(&logs, nil))
+	for range 2 {
+		if err := in.ensure(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := strings.Count(logs.String(), `has cniVersion \"0.4.0\", below 1.1.0`); n != 1 {
+		t.Errorf("warnings naming cniVersion = %d, want 1; log:\n%s", n, logs.String())
+	}
+	data, _ := os.ReadFile(filepath.Join(conf, "10-bridge.conflist"))
+	if !strings.Contains(string(data), `"cniVersion": "0.4.0"`) {
+		t.Errorf("cniVersion changed:\n%s", data)
+	}
 }

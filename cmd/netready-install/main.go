@@ -19,6 +19,7 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
 )
 
@@ -70,7 +71,13 @@ func run(args []string) int {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-	in := &installer{opts: o, log: log, written: map[string][]byte{}}
+	if !o.Uninstall {
+		if err := validateEntry(o.snippet); err != nil {
+			fmt.Fprintf(os.Stderr, "netready-install: nothing was written: %s\n", err)
+			return 1
+		}
+	}
+	in := newInstaller(o, log)
 	var err error
 	switch {
 	case o.Uninstall:
@@ -137,12 +144,31 @@ func (o *options) Validate() error {
 		}
 		o.snippet = data
 	}
-	if len(o.snippet) > 0 {
-		if _, err := conflist.Entry(o.snippet, nil); err != nil {
-			errs = append(errs, err)
-		}
-	}
 	return errors.Join(errs...)
+}
+
+// validateEntry checks the entry with the plugin's own rules before any
+// config is known, so that a bad one fails at once; ensure checks it again
+// merged with the chosen file's name and cniVersion. The error is the
+// plugin's own message.
+func validateEntry(snippet []byte) error {
+	entry, err := conflist.Entry(snippet)
+	if err != nil {
+		return err
+	}
+	probe := &conflist.File{Raw: []byte(`{"cniVersion":"1.1.0","name":"netready-install-check"}`)}
+	merged, err := probe.Merged(entry)
+	if err != nil {
+		return err
+	}
+	if _, err := config.Parse(merged); err != nil {
+		return err
+	}
+	return nil
+}
+
+func newInstaller(o options, log *slog.Logger) *installer {
+	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}}
 }
 
 // writableDir: an existing folder this process can write. Root ignores

@@ -40,34 +40,51 @@ func IsConfigName(name string) bool {
 	return slices.Contains(extensions, filepath.Ext(name))
 }
 
-// Pick returns the file the runtime would use: the first valid one by
-// name, or the first valid one whose network is network. It returns
-// fs.ErrNotExist (wrapped) when there is none, and lists the invalid files
-// it skipped.
-func Pick(dir, network string) (*File, []error, error) {
+// ErrUnsettled is wrapped by Pick when a file that sorts before the one it
+// would edit is not a valid config: the runtime might pick that file once
+// it is complete (containerd fails on an invalid first file rather than
+// skip it), so the caller must wait, not edit a later file.
+var ErrUnsettled = errors.New("an earlier CNI config file is invalid")
+
+// Pick returns the file the runtime would use: the first one by name, or
+// the first whose network is network. It returns an error wrapping
+// fs.ErrNotExist when there is none, and one wrapping ErrUnsettled when an
+// invalid file sorts before it.
+func Pick(dir, network string) (*File, error) {
+	return find(dir, network, false)
+}
+
+// Find returns the first valid file whose network is network, skipping
+// invalid ones, as a reader of one network's own config does.
+func Find(dir, network string) (*File, error) {
+	return find(dir, network, true)
+}
+
+func find(dir, network string, skipInvalid bool) (*File, error) {
 	entries, err := os.ReadDir(dir)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", dir, err)
+		return nil, fmt.Errorf("read %s: %w", dir, err)
 	}
-	var skipped []error
 	for _, e := range entries {
 		if e.IsDir() || !IsConfigName(e.Name()) {
 			continue
 		}
 		f, err := Load(filepath.Join(dir, e.Name()))
 		if err != nil {
-			skipped = append(skipped, err)
-			continue
+			if skipInvalid {
+				continue
+			}
+			return nil, fmt.Errorf("%w: %v; waiting for it to become valid rather than editing a later file", ErrUnsettled, err)
 		}
 		if network == "" || f.Network == network {
-			return f, skipped, nil
+			return f, nil
 		}
 	}
 	what := "a valid CNI config"
 	if network != "" {
 		what = fmt.Sprintf("a valid CNI config for network %q", network)
 	}
-	return nil, skipped, fmt.Errorf("no %s in %s: %w", what, dir, fs.ErrNotExist)
+	return nil, fmt.Errorf("no %s in %s: %w", what, dir, fs.ErrNotExist)
 }
 
 // Load reads and validates one file as libcni would.
@@ -274,9 +291,10 @@ func (o *object) marshal() (json.RawMessage, error) {
 	return b.Bytes(), nil
 }
 
-// Entry builds netready's entry from the operator's snippet, filling
-// status.ipam from the primary's host-local ipam when the snippet has none.
-func Entry(snippet []byte, primaryIPAM json.RawMessage) (json.RawMessage, error) {
+// Entry builds netready's entry from the operator's snippet; the type
+// defaults to netready. It adds nothing else: pool checks are opt-in
+// ("status": {"ipam": "auto"}), as a full pool has consequences.
+func Entry(snippet []byte) (json.RawMessage, error) {
 	if len(bytes.TrimSpace(snippet)) == 0 {
 		snippet = []byte(`{"type":"netready"}`)
 	}
@@ -289,18 +307,49 @@ func Entry(snippet []byte, primaryIPAM json.RawMessage) (json.RawMessage, error)
 	} else if pluginType(snippet) != PluginType {
 		return nil, fmt.Errorf(`--config: "type" must be "netready", not %s`, t)
 	}
-	if primaryIPAM != nil {
-		status := &object{}
-		if raw, ok := o.get("status"); ok {
-			if status, err = parseObject(raw); err != nil {
-				return nil, fmt.Errorf(`--config: "status" must be an object: %w`, err)
-			}
-		}
-		if _, ok := status.get("ipam"); !ok {
-			status.set("ipam", primaryIPAM)
-			s, _ := status.marshal()
-			o.set("status", s)
+	return o.marshal()
+}
+
+// Merged is the entry as the runtime hands it to the plugin: with the
+// file's cniVersion and name.
+func (f *File) Merged(entry json.RawMessage) ([]byte, error) {
+	o, err := parseObject(entry)
+	if err != nil {
+		return nil, err
+	}
+	top, err := parseObject(f.Raw)
+	if err != nil {
+		return nil, err
+	}
+	for _, k := range []string{"cniVersion", "name"} {
+		if v, ok := top.get(k); ok {
+			o.set(k, v)
 		}
 	}
 	return o.marshal()
+}
+
+// CNIVersion is the file's cniVersion ("" when it has none).
+func (f *File) CNIVersion() string {
+	var top struct {
+		CNIVersion string `json:"cniVersion"`
+	}
+	json.Unmarshal(f.Raw, &top)
+	return top.CNIVersion
+}
+
+// LoadsPluginDir reports whether libcni (1.3+) would append the network's
+// plugin folder to this file's chain, and if not, why.
+func (f *File) LoadsPluginDir() (bool, string) {
+	if !f.List {
+		return false, fmt.Sprintf("%s is a single-plugin .conf; libcni reads the plugin folder only for a .conflist", f.Path)
+	}
+	var top struct {
+		Inlined bool `json:"loadOnlyInlinedPlugins"`
+	}
+	json.Unmarshal(f.Raw, &top)
+	if top.Inlined {
+		return false, fmt.Sprintf(`%s sets "loadOnlyInlinedPlugins": true, so libcni ignores the plugin folder`, f.Path)
+	}
+	return true, ""
 }

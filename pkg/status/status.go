@@ -124,7 +124,7 @@ func (p Pool) Free() *big.Int {
 func checkPool(network string, sc *config.StatusConf) error {
 	ipam := sc.IPAM
 	if sc.IPAMAuto() {
-		f, _, err := conflist.Pick(sc.ConfDir, network)
+		f, err := conflist.Find(sc.ConfDir, network)
 		if err != nil {
 			return fmt.Errorf(`ipam "auto": %w`, err)
 		}
