@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/netready/netready/pkg/marker"
@@ -30,46 +31,82 @@ import (
 	"github.com/netready/netready/pkg/publish"
 )
 
-// Retries back off from retryMin to retryMax per marker, so that an API
+// Retries back off from retryMin to retryMax per pod, so that an API
 // server outage neither spins nor delays the catch-up by more than
 // retryMax once it is back.
 const (
 	retryMin     = 200 * time.Millisecond
 	retryMax     = 10 * time.Second
 	recheckRound = 5 * time.Second
+	recheckMax   = time.Minute
 	apiTimeout   = 10 * time.Second
 )
 
-// controller publishes markers as pod conditions. Its lock guards only its
-// maps; no wait or API call happens under it.
+// rechecker goes on with a pending marker's checks; pending.Recheck in
+// production.
+type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error)
+
+// controller publishes one condition per gated pod of this node, computed
+// from all of the pod's markers. Its work queue holds pod keys
+// (namespace/name). Its lock guards only its maps; no wait or API call
+// happens under it.
 type controller struct {
-	opts    options
-	client  kubernetes.Interface
-	log     *slog.Logger
-	metrics *metrics
-	store   marker.Store
-	queue   workqueue.TypedRateLimitingInterface[string]
-	pods    corelisters.PodLister
-	ready   atomic.Bool
+	opts     options
+	client   kubernetes.Interface
+	log      *slog.Logger
+	metrics  *metrics
+	store    marker.Store
+	queue    workqueue.TypedRateLimitingInterface[string]
+	pods     corelisters.PodLister
+	recorder events.EventRecorder
+	recheck  rechecker
+	now      func() time.Time
+	ready    atomic.Bool
 
 	mu       sync.Mutex
-	logged   map[string]string             // marker path -> last note logged
-	byPod    map[types.UID]map[string]bool // pod -> marker paths
-	checking map[string]context.CancelFunc // pending re-checks
+	logged   map[string]string             // marker path or pod key -> last note logged
+	markers  map[string]markerRef          // marker path -> the pod it names
+	byUID    map[types.UID]map[string]bool // pod UID -> marker paths
+	checking map[string]*recheckState      // pending re-checks, by marker path
 	progress map[string]*marker.Marker     // their latest reasons
 	observed map[string]string             // marker path -> state whose wait was observed
+	sent     map[types.UID]sentCondition    // what was last patched, per pod
 }
 
-func newController(o options, client kubernetes.Interface, log *slog.Logger, m *metrics) *controller {
+// sentCondition is a patch the pod cache may not show yet: while the cached
+// pod is still at baseRV, the cache predates the patch.
+type sentCondition struct {
+	baseRV string
+	cond   corev1.PodCondition
+}
+
+// recheckState is one pending marker's re-check. A re-check that ended
+// stays, done, so that it is not started again for the same marker (a pod
+// whose netns is gone would otherwise restart it in a loop).
+type recheckState struct {
+	created time.Time
+	cancel  context.CancelFunc
+	done    bool
+}
+
+// markerRef is what the controller remembers of a marker file.
+type markerRef struct {
+	podKey string
+	uid    types.UID
+}
+
+func newController(o options, client kubernetes.Interface, recorder events.EventRecorder, log *slog.Logger, m *metrics) *controller {
 	return &controller{
-		opts: o, client: client, log: log, metrics: m,
+		opts: o, client: client, log: log, metrics: m, recorder: recorder,
 		store: marker.Store{Dir: o.StateDir},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
-			workqueue.TypedRateLimitingQueueConfig[string]{Name: "markers"}),
-		logged: map[string]string{}, byPod: map[types.UID]map[string]bool{},
-		checking: map[string]context.CancelFunc{}, progress: map[string]*marker.Marker{},
-		observed: map[string]string{},
+			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
+		recheck: pending.Recheck,
+		now:     time.Now,
+		logged:  map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
+		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
+		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
 	}
 }
 
@@ -97,10 +134,10 @@ func (c *controller) run(ctx context.Context) error {
 		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + c.opts.NodeName }))
 	podInformer := factory.Core().V1().Pods()
 	c.pods = podInformer.Lister()
-	// A pod that appears or changes may be one a marker waits for.
 	podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
-		AddFunc:    func(obj any) { c.enqueuePod(obj) },
-		UpdateFunc: func(_, obj any) { c.enqueuePod(obj) },
+		AddFunc:    c.onPod,
+		UpdateFunc: func(_, obj any) { c.onPod(obj) },
+		DeleteFunc: c.onPodDeleted,
 	})
 	factory.Start(ctx.Done())
 
@@ -116,7 +153,9 @@ func (c *controller) run(ctx context.Context) error {
 	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
 		return ctx.Err()
 	}
-	// Watch first, then read everything: nothing written in between is lost.
+	// Watch first, then read everything: nothing written in between is
+	// lost. Workers start only now, so that no pod is judged before all
+	// markers are known.
 	c.scan(w)
 	c.ready.Store(true)
 	c.log.Info("publishing markers", "stateDir", c.opts.StateDir, "condition", c.opts.ConditionType)
@@ -154,7 +193,7 @@ func (c *controller) run(ctx context.Context) error {
 	}
 }
 
-// scan watches every network folder and queues every marker.
+// scan watches every network folder and reads every marker.
 func (c *controller) scan(w *fsnotify.Watcher) {
 	nets, err := os.ReadDir(c.opts.StateDir)
 	if err != nil {
@@ -170,7 +209,7 @@ func (c *controller) scan(w *fsnotify.Watcher) {
 		files, _ := os.ReadDir(dir)
 		for _, f := range files {
 			if isMarker(f.Name()) {
-				c.queue.Add(filepath.Join(dir, f.Name()))
+				c.onMarker(filepath.Join(dir, f.Name()))
 			}
 		}
 	}
@@ -188,108 +227,128 @@ func (c *controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 		return
 	}
 	if isMarker(filepath.Base(ev.Name)) {
-		c.queue.Add(ev.Name)
+		c.onMarker(ev.Name)
 	}
 }
 
-func (c *controller) enqueuePod(obj any) {
+// onMarker indexes a marker by its pod's UID and queues the pod; a marker
+// that is gone or unreadable is dropped from the index, and its pod queued
+// so that its condition is computed again.
+func (c *controller) onMarker(path string) {
+	m, err := marker.ReadFile(path)
+	if err != nil {
+		if !errors.Is(err, fs.ErrNotExist) {
+			c.note(path, "unreadable marker; leaving it for GC", "err", err)
+		}
+		if ref, ok := c.forget(path); ok {
+			c.queue.Add(ref.podKey)
+		}
+		return
+	}
+	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
+		c.note(path, "marker names no Kubernetes pod; nothing to publish")
+		return
+	}
+	ref := markerRef{podKey: m.Pod.Namespace + "/" + m.Pod.Name, uid: types.UID(m.Pod.UID)}
+	c.mu.Lock()
+	if old, ok := c.markers[path]; ok && old.uid != ref.uid {
+		c.unindexLocked(path)
+	}
+	c.markers[path] = ref
+	if c.byUID[ref.uid] == nil {
+		c.byUID[ref.uid] = map[string]bool{}
+	}
+	c.byUID[ref.uid][path] = true
+	c.mu.Unlock()
+	c.queue.Add(ref.podKey)
+}
+
+func (c *controller) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !publish.Gated(pod, c.opts.ConditionType) {
+		return
+	}
+	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// onPodDeleted stops the re-checks of a deleted pod's markers; DEL or GC
+// removes the markers themselves.
+func (c *controller) onPodDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
 	pod, ok := obj.(*corev1.Pod)
 	if !ok {
 		return
 	}
+	for _, path := range c.markerPaths(pod.UID) {
+		c.stopCheck(path)
+	}
 	c.mu.Lock()
-	paths := c.byPod[pod.UID]
-	var todo []string
-	for p := range paths {
-		todo = append(todo, p)
-	}
+	delete(c.sent, pod.UID)
 	c.mu.Unlock()
-	for _, p := range todo {
-		c.queue.Add(p)
-	}
 }
 
-// work handles one marker; false once the queue is shut down.
+// work handles one pod; false once the queue is shut down.
 func (c *controller) work(ctx context.Context) bool {
-	path, shutdown := c.queue.Get()
+	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
 	}
-	defer c.queue.Done(path)
-	if err := c.process(ctx, path); err != nil {
-		c.log.Warn("publish failed; will retry", "marker", path, "err", err, "retries", c.queue.NumRequeues(path))
-		c.queue.AddRateLimited(path)
+	defer c.queue.Done(key)
+	if err := c.process(ctx, key); err != nil {
+		c.log.Warn("publish failed; will retry", "pod", key, "err", err, "retries", c.queue.NumRequeues(key))
+		c.queue.AddRateLimited(key)
 		return true
 	}
-	c.queue.Forget(path)
+	c.queue.Forget(key)
 	return true
 }
 
-// note logs a marker's situation once, not on every pass.
-func (c *controller) note(path, msg string, args ...any) {
+// note logs a situation once, not on every pass.
+func (c *controller) note(key, msg string, args ...any) {
 	c.mu.Lock()
-	seen := c.logged[path] == msg
-	c.logged[path] = msg
+	seen := c.logged[key] == msg
+	c.logged[key] = msg
 	c.mu.Unlock()
 	if !seen {
-		c.log.Info(msg, append([]any{"marker", path}, args...)...)
+		c.log.Info(msg, append([]any{"key", key}, args...)...)
 	}
 }
 
-// process publishes one marker's condition if the pod does not show it.
+// process publishes one pod's condition if the pod does not show it yet.
 // An error means: try again later.
-func (c *controller) process(ctx context.Context, path string) error {
-	m, err := marker.ReadFile(path)
-	if errors.Is(err, fs.ErrNotExist) {
-		c.forget(path)
-		return nil
-	}
+func (c *controller) process(ctx context.Context, key string) error {
+	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
-		c.note(path, "unreadable marker; leaving it for GC", "err", err)
 		return nil
 	}
-	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
-		c.note(path, "marker names no Kubernetes pod; nothing to publish")
-		return nil
-	}
-	uid := types.UID(m.Pod.UID)
-	c.mu.Lock()
-	if c.byPod[uid] == nil {
-		c.byPod[uid] = map[string]bool{}
-	}
-	c.byPod[uid][path] = true
-	c.mu.Unlock()
-
-	pod, err := c.pods.Pods(m.Pod.Namespace).Get(m.Pod.Name)
+	pod, err := c.pods.Pods(ns).Get(name)
 	switch {
 	case apierrors.IsNotFound(err):
-		c.note(path, "no such pod on this node; leaving the marker for GC", "pod", m.Pod.Namespace+"/"+m.Pod.Name)
 		return nil
 	case err != nil:
 		return err
-	case pod.UID != uid:
-		c.note(path, "the pod was recreated; this marker is for the old one, not publishing", "pod", m.Pod.Namespace+"/"+m.Pod.Name,
-			"markerUID", uid, "podUID", pod.UID)
-		return nil
 	}
-	c.observeWait(path, m)
-	if m.State == marker.StatePending {
-		c.startCheck(path, m)
-		c.mu.Lock()
-		if p := c.progress[path]; p != nil && p.CreatedAt.Equal(m.CreatedAt.Time) {
-			m = p
+	c.noteRecreated(pod)
+	if !publish.Gated(pod, c.opts.ConditionType) {
+		// Out of scope: its markers stay on disk for CHECK, untouched.
+		for _, path := range c.markerPaths(pod.UID) {
+			c.stopCheck(path)
 		}
-		c.mu.Unlock()
-	} else {
-		c.stopCheck(path)
-	}
-
-	want := publish.Desired(m, c.opts.ConditionType)
-	cur := publish.Current(pod, c.opts.ConditionType)
-	if publish.Shows(cur, want) {
 		return nil
 	}
-	cond := publish.WithTransition(want, cur, time.Now())
+	want, ok := c.desired(pod)
+	if !ok {
+		return nil
+	}
+	cur := publish.Current(pod, c.opts.ConditionType)
+	if publish.Shows(cur, want) || c.alreadySent(pod, want) {
+		return nil
+	}
+	cond := publish.WithTransition(want, cur, c.now())
 	patch, err := publish.Patch(pod.UID, cond)
 	if err != nil {
 		return err
@@ -302,18 +361,137 @@ func (c *controller) process(ctx context.Context, path string) error {
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
 		// UID precondition failed or the pod is gone: never ours again.
 		c.metrics.apiErrors.WithLabelValues(string(apierrors.ReasonForError(err))).Inc()
-		c.note(path, "the pod changed under the marker; not publishing", "err", err)
+		c.note(key, "the pod changed under us; not publishing", "err", err)
 		return nil
 	default:
 		c.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
 		return err
 	}
+	c.mu.Lock()
+	c.sent[pod.UID] = sentCondition{baseRV: pod.ResourceVersion, cond: cond}
+	c.mu.Unlock()
 	c.metrics.published.WithLabelValues(string(cond.Status)).Inc()
-	if info, err := os.Stat(path); err == nil {
-		c.metrics.publishLatency.Observe(time.Since(info.ModTime()).Seconds())
+	c.observeLatency(pod.UID, want)
+	if ev, ok := publish.EventFor(cur, want); ok && c.recorder != nil {
+		c.recorder.Eventf(pod, nil, ev.Type, ev.Reason, "PublishCondition", "%s", ev.Note)
 	}
-	c.log.Info("published", "pod", pod.Namespace+"/"+pod.Name, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
+	c.log.Info("published", "pod", key, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
 	return nil
+}
+
+// alreadySent reports whether want was patched onto this very version of
+// the pod, which the cache does not show yet: patching again would only
+// repeat it.
+func (c *controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	s, ok := c.sent[pod.UID]
+	return ok && s.baseRV == pod.ResourceVersion && publish.Shows(&s.cond, want)
+}
+
+// desired is the condition a gated pod should show, or false when it is
+// too early to say.
+func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, bool) {
+	if pod.Spec.HostNetwork {
+		return publish.HostNetwork(c.opts.ConditionType), true
+	}
+	ms := c.podMarkers(pod)
+	if len(ms) > 0 {
+		return publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now()), true
+	}
+	since, up := sandboxUp(pod)
+	if !up {
+		return corev1.PodCondition{}, false
+	}
+	if wait := since.Add(c.opts.UnobservedGrace).Sub(c.now()); wait > 0 {
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, wait)
+		return corev1.PodCondition{}, false
+	}
+	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), true
+}
+
+// sandboxUp reports whether the pod's sandbox is up (it has an IP, or
+// PodReadyToStartContainers is True) and since when, as best known.
+func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
+	for _, cond := range pod.Status.Conditions {
+		if cond.Type == corev1.PodReadyToStartContainers && cond.Status == corev1.ConditionTrue {
+			return cond.LastTransitionTime.Time, true
+		}
+	}
+	if pod.Status.PodIP == "" {
+		return time.Time{}, false
+	}
+	if pod.Status.StartTime != nil {
+		return pod.Status.StartTime.Time, true
+	}
+	return pod.CreationTimestamp.Time, true
+}
+
+// podMarkers reads the pod's markers, starting re-checks for the pending
+// ones and showing their latest progress.
+func (c *controller) podMarkers(pod *corev1.Pod) []*marker.Marker {
+	var out []*marker.Marker
+	for _, path := range c.markerPaths(pod.UID) {
+		m, err := marker.ReadFile(path)
+		if err != nil {
+			continue // onMarker sees the same and drops it
+		}
+		c.observeWait(path, m)
+		if m.State == marker.StatePending {
+			c.startCheck(path, m)
+			c.mu.Lock()
+			if p := c.progress[path]; p != nil && p.CreatedAt.Equal(m.CreatedAt.Time) {
+				m = p
+			}
+			c.mu.Unlock()
+		} else {
+			c.stopCheck(path)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func (c *controller) markerPaths(uid types.UID) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var paths []string
+	for p := range c.byUID[uid] {
+		paths = append(paths, p)
+	}
+	return paths
+}
+
+// noteRecreated logs, once, markers that name this pod's name but an older
+// UID: they are never published on the new pod.
+func (c *controller) noteRecreated(pod *corev1.Pod) {
+	key := pod.Namespace + "/" + pod.Name
+	c.mu.Lock()
+	var stale []string
+	for path, ref := range c.markers {
+		if ref.podKey == key && ref.uid != pod.UID {
+			stale = append(stale, path)
+		}
+	}
+	c.mu.Unlock()
+	for _, path := range stale {
+		c.note(path, "the pod was recreated; this marker is for the old one, not publishing", "pod", key, "podUID", pod.UID)
+	}
+}
+
+func (c *controller) observeLatency(uid types.UID, want corev1.PodCondition) {
+	if want.Reason != publish.ReasonProgrammed && want.Reason != publish.ReasonNotProgrammed {
+		return
+	}
+	var newest time.Time
+	for _, p := range c.markerPaths(uid) {
+		if info, err := os.Stat(p); err == nil && info.ModTime().After(newest) {
+			newest = info.ModTime()
+		}
+	}
+	if !newest.IsZero() {
+		c.metrics.publishLatency.Observe(time.Since(newest).Seconds())
+	}
 }
 
 func reason(err error) string {
@@ -334,44 +512,67 @@ func (c *controller) observeWait(path string, m *marker.Marker) {
 	}
 }
 
-// startCheck goes on with a pending marker's checks, once per marker.
+// startCheck goes on with a pending marker's checks, once per marker,
+// until they hold, the marker goes, or the pod does. It never gives up:
+// after --pending-timeout it backs off to one round a minute.
 func (c *controller) startCheck(path string, m *marker.Marker) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if _, running := c.checking[path]; running {
-		return
+	if st := c.checking[path]; st != nil {
+		if st.created.Equal(m.CreatedAt.Time) {
+			return
+		}
+		st.cancel()
 	}
-	deadline := m.CreatedAt.Add(c.opts.PendingTimeout)
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	c.checking[path] = cancel
-	c.metrics.pending.Set(float64(len(c.checking)))
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &recheckState{created: m.CreatedAt.Time, cancel: cancel}
+	c.checking[path] = st
+	c.setPendingLocked()
+	podKey := m.Pod.Namespace + "/" + m.Pod.Name
+	sched := pending.Schedule{Round: recheckRound, Patience: c.opts.PendingTimeout, MaxGap: recheckMax}
 	go func() {
 		defer cancel()
-		_, err := pending.Recheck(ctx, c.store, m, recheckRound, func(p *marker.Marker) {
+		_, err := c.recheck(ctx, c.store, m, sched, func(p *marker.Marker) {
 			c.mu.Lock()
-			c.progress[path] = p
+			if c.checking[path] == st {
+				c.progress[path] = p
+			}
 			c.mu.Unlock()
-			c.queue.Add(path)
+			c.queue.Add(podKey)
 		})
 		switch {
 		case err == nil:
 			c.log.Info("pending attachment is now programmed", "marker", path)
-		case errors.Is(err, context.DeadlineExceeded):
-			c.note(path, "gave up re-checking a pending attachment", "after", c.opts.PendingTimeout)
 		case !errors.Is(err, context.Canceled):
-			c.note(path, "stopped re-checking a pending attachment", "err", err)
+			c.log.Warn("stopped re-checking a pending attachment", "marker", path, "err", err)
 		}
-		c.queue.Add(path)
+		c.mu.Lock()
+		if c.checking[path] == st {
+			st.done = true
+			c.setPendingLocked()
+		}
+		c.mu.Unlock()
+		c.queue.Add(podKey)
 	}()
+}
+
+func (c *controller) setPendingLocked() {
+	n := 0
+	for _, st := range c.checking {
+		if !st.done {
+			n++
+		}
+	}
+	c.metrics.pending.Set(float64(n))
 }
 
 func (c *controller) stopCheck(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if cancel, ok := c.checking[path]; ok {
-		cancel()
+	if st, ok := c.checking[path]; ok {
+		st.cancel()
 		delete(c.checking, path)
-		c.metrics.pending.Set(float64(len(c.checking)))
+		c.setPendingLocked()
 	}
 	delete(c.progress, path)
 }
@@ -379,23 +580,35 @@ func (c *controller) stopCheck(path string) {
 func (c *controller) stopAllChecks() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for p, cancel := range c.checking {
-		cancel()
+	for p, st := range c.checking {
+		st.cancel()
 		delete(c.checking, p)
 	}
 }
 
-// forget drops what is known of a removed marker.
-func (c *controller) forget(path string) {
+// forget drops what is known of a removed marker, and returns what it
+// named.
+func (c *controller) forget(path string) (markerRef, bool) {
 	c.stopCheck(path)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	ref, ok := c.markers[path]
+	c.unindexLocked(path)
 	delete(c.logged, path)
 	delete(c.observed, path)
-	for uid, paths := range c.byPod {
+	return ref, ok
+}
+
+func (c *controller) unindexLocked(path string) {
+	ref, ok := c.markers[path]
+	if !ok {
+		return
+	}
+	delete(c.markers, path)
+	if paths := c.byUID[ref.uid]; paths != nil {
 		delete(paths, path)
 		if len(paths) == 0 {
-			delete(c.byPod, uid)
+			delete(c.byUID, ref.uid)
 		}
 	}
 }

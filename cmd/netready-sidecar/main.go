@@ -22,21 +22,31 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/netready/netready/pkg/publish"
 )
 
+// What to do with gated pods that have no marker (--unobserved).
+const (
+	unobservedReady    = "ready"
+	unobservedNotReady = "notready"
+)
+
 type options struct {
-	StateDir       string
-	NodeName       string
-	ConditionType  string
-	Kubeconfig     string
-	Listen         string
-	PendingTimeout time.Duration
-	Resync         time.Duration
-	Workers        int
+	StateDir        string
+	NodeName        string
+	ConditionType   string
+	Kubeconfig      string
+	Listen          string
+	PendingTimeout  time.Duration
+	Resync          time.Duration
+	Workers         int
+	UnobservedGrace time.Duration
+	Unobserved      string
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -50,9 +60,11 @@ func run(args []string) int {
 	fs.StringVar(&o.ConditionType, "condition-type", publish.DefaultConditionType, "the pod condition to set")
 	fs.StringVar(&o.Kubeconfig, "kubeconfig", "", "kubeconfig file (default: in-cluster config)")
 	fs.StringVar(&o.Listen, "listen", "127.0.0.1:9095", "address for /metrics, /healthz and /readyz")
-	fs.DurationVar(&o.PendingTimeout, "pending-timeout", 10*time.Minute, "how long after ADD to go on checking a pending attachment")
+	fs.DurationVar(&o.PendingTimeout, "pending-timeout", 10*time.Minute, "how long after ADD a pending attachment is re-checked at full pace; after it, re-checks back off to one a minute and a Warning Event says so")
 	fs.DurationVar(&o.Resync, "resync", 5*time.Minute, "re-read every marker this often, besides inotify")
-	fs.IntVar(&o.Workers, "workers", 4, "markers published in parallel")
+	fs.IntVar(&o.Workers, "workers", 4, "pods published in parallel")
+	fs.DurationVar(&o.UnobservedGrace, "unobserved-grace", 30*time.Second, "how long a gated pod's sandbox may be up with no marker before it counts as not observed")
+	fs.StringVar(&o.Unobserved, "unobserved", unobservedReady, "gated pods netready never saw: ready (condition True, reason NotObserved, Warning Event) or notready (keep them False)")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -74,8 +86,15 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 
+	// events/v1, with client-go's own spam filter and series aggregation,
+	// so that a crash-looping pod cannot flood the API.
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster.StartRecordingToSink(ctx.Done())
+	defer broadcaster.Shutdown()
+	recorder := broadcaster.NewRecorder(scheme.Scheme, "netready-sidecar")
+
 	reg := prometheus.NewRegistry()
-	c := newController(o, client, log, newMetrics(reg))
+	c := newController(o, client, recorder, log, newMetrics(reg))
 	srv := &http.Server{Addr: o.Listen, Handler: c.mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -108,6 +127,12 @@ func (o *options) Validate() error {
 	}
 	if o.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
+	}
+	if o.UnobservedGrace < 0 {
+		errs = append(errs, errors.New("--unobserved-grace must not be negative"))
+	}
+	if o.Unobserved != unobservedReady && o.Unobserved != unobservedNotReady {
+		errs = append(errs, fmt.Errorf("--unobserved %q must be %q or %q", o.Unobserved, unobservedReady, unobservedNotReady))
 	}
 	return errors.Join(errs...)
 }

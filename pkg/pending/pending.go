@@ -1,7 +1,8 @@
 // Package pending owns going on with an attachment's checks after ADD gave
 // up waiting (onTimeout "proceed"): rebuilding the checks from its pending
-// marker, waiting on them in rounds so that progress can be shown, and
-// rewriting the marker as ready once they hold.
+// marker, waiting on them in rounds so that progress can be shown, backing
+// off once the attachment has been pending for long, and rewriting the
+// marker as ready once they hold. It never gives up on its own.
 package pending
 
 import (
@@ -16,12 +17,36 @@ import (
 	"github.com/netready/netready/pkg/wait"
 )
 
+// Schedule paces Recheck.
+type Schedule struct {
+	// Round is how long one event-driven round waits.
+	Round time.Duration
+	// Patience is how long after ADD rounds follow each other at once.
+	// After it, Recheck pauses between rounds, doubling from Round up to
+	// MaxGap, so that an attachment that never gets programmed costs
+	// little.
+	Patience time.Duration
+	MaxGap   time.Duration
+}
+
+// Gap is the pause before round n (from 0) that starts at t, for a marker
+// created at created.
+func (s Schedule) Gap(created, t time.Time, n int) time.Duration {
+	if t.Sub(created) < s.Patience {
+		return 0
+	}
+	gap := s.Round
+	for i := 0; i < n && gap < s.MaxGap; i++ {
+		gap *= 2
+	}
+	return min(gap, s.MaxGap)
+}
+
 // Recheck waits on m's checks until they all hold, then writes m as ready
-// and returns it. Each round lasts at most round; after a round that did
-// not finish, progress gets m with the checks' current reasons. It stops
-// with ctx, or with an error when a check can never succeed (the pod is
-// gone) or the marker was removed (DEL).
-func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, round time.Duration, progress func(*marker.Marker)) (*marker.Marker, error) {
+// and returns it. After a round that did not finish, progress gets m with
+// the checks' current reasons. It stops with ctx, or with an error when a
+// check can never succeed (the pod is gone) or the marker was removed (DEL).
+func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
 	if m.Pending == nil {
 		return nil, errors.New("marker is not pending")
 	}
@@ -36,8 +61,17 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, round ti
 		return nil, err
 	}
 	key := marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
+	late := 0
 	for {
-		roundCtx, cancel := context.WithTimeout(ctx, round)
+		if gap := s.Gap(m.CreatedAt.Time, time.Now(), late); gap > 0 {
+			late++
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(gap):
+			}
+		}
+		roundCtx, cancel := context.WithTimeout(ctx, s.Round)
 		out, err := wait.Until(roundCtx, cs, wait.Options{Since: m.CreatedAt.Time})
 		cancel()
 		if err != nil {

@@ -1,12 +1,15 @@
-// Package publish owns turning a readiness marker into a pod condition: the
-// condition a marker asks for, whether the pod already shows it, and the
-// strategic-merge patch of pods/status that sets it, guarded by the pod's
-// UID so that a recreated pod of the same name is never patched.
+// Package publish owns what the sidecar says about one pod: the readiness
+// condition computed from all of the pod's markers (or from the pod itself
+// when netready never saw it), the Event that goes with a change, and the
+// strategic-merge patch of pods/status that sets the condition, guarded by
+// the pod's UID so that a recreated pod of the same name is never patched.
 package publish
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -20,26 +23,48 @@ import (
 // DefaultConditionType is the well-known name KEP-5709 proposes.
 const DefaultConditionType = "networking.kubernetes.io/pod-network-ready"
 
-// Reasons of the condition.
+// Reasons of the condition, which are also the reasons of its Events.
 const (
 	ReasonProgrammed    = "NetworkProgrammed"
 	ReasonNotProgrammed = "NetworkNotProgrammed"
+	ReasonHostNetwork   = "HostNetwork"
+	ReasonNotObserved   = "NotObserved"
 )
 
 // maxMessage keeps the condition message readable in kubectl.
 const maxMessage = 1024
 
-// Desired is the condition a marker asks for (without lastTransitionTime).
-func Desired(m *marker.Marker, condType string) corev1.PodCondition {
-	c := corev1.PodCondition{Type: corev1.PodConditionType(condType)}
-	if m.State == marker.StateReady {
-		c.Status = corev1.ConditionTrue
-		c.Reason = ReasonProgrammed
-		c.Message = fmt.Sprintf("network %s programmed after %d ms", m.Network, m.WaitedMs)
-		return c
+// ForMarkers is the condition for a pod with these markers: True only when
+// every one is ready. The message names each attachment. A marker pending
+// for longer than patience says so, as a stable text, so that the
+// condition does not change on every re-check.
+func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, now time.Time) corev1.PodCondition {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b *marker.Marker) int {
+		return cmp.Or(strings.Compare(a.Network, b.Network), strings.Compare(a.IfName, b.IfName))
+	})
+	c := corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonProgrammed}
+	var parts []string
+	for _, m := range ms {
+		name := fmt.Sprintf("network %s (%s)", m.Network, m.IfName)
+		if m.State == marker.StateReady {
+			parts = append(parts, fmt.Sprintf("%s programmed after %d ms", name, m.WaitedMs))
+			continue
+		}
+		c.Status, c.Reason = corev1.ConditionFalse, ReasonNotProgrammed
+		late := ""
+		if now.Sub(m.CreatedAt.Time) > patience {
+			late = fmt.Sprintf(" still not programmed more than %s after ADD (%s), re-checking at least every minute;",
+				patience, m.CreatedAt.UTC().Format(time.RFC3339))
+		}
+		parts = append(parts, fmt.Sprintf("%s:%s waiting for: %s", name, late, Unmet(m)))
 	}
-	c.Status = corev1.ConditionFalse
-	c.Reason = ReasonNotProgrammed
+	c.Message = truncate(strings.Join(parts, "; "))
+	return c
+}
+
+// Unmet lists a marker's unmet checks with why.
+func Unmet(m *marker.Marker) string {
 	var unmet []string
 	for _, ch := range m.Checks {
 		if !ch.Ready {
@@ -50,7 +75,28 @@ func Desired(m *marker.Marker, condType string) corev1.PodCondition {
 			unmet = append(unmet, s)
 		}
 	}
-	c.Message = truncate(fmt.Sprintf("network %s: waiting for: %s", m.Network, strings.Join(unmet, "; ")))
+	return strings.Join(unmet, ", ")
+}
+
+// HostNetwork is the condition of a hostNetwork pod: it has no pod network
+// to wait for.
+func HostNetwork(condType string) corev1.PodCondition {
+	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonHostNetwork,
+		Message: "the pod uses the host network; there is no pod network to wait for"}
+}
+
+// NotObserved is the condition of a pod whose sandbox has been up for
+// grace with no marker: netready never saw its ADD. ready says whether the
+// operator lets such pods go Ready (--unobserved=ready).
+func NotObserved(condType string, ready bool, grace time.Duration) corev1.PodCondition {
+	c := corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonNotObserved}
+	why := fmt.Sprintf("no netready marker %s after the pod's sandbox came up: netready did not see its ADD (the pod started before netready was chained in, or the marker was lost)", grace)
+	if ready {
+		c.Message = why + "; not gating it (--unobserved=ready)"
+	} else {
+		c.Status = corev1.ConditionFalse
+		c.Message = why + "; keeping it not ready (--unobserved=notready)"
+	}
 	return c
 }
 
@@ -71,6 +117,16 @@ func Current(pod *corev1.Pod, condType string) *corev1.PodCondition {
 	return nil
 }
 
+// Gated reports whether the pod carries a readiness gate for condType.
+func Gated(pod *corev1.Pod, condType string) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		if string(g.ConditionType) == condType {
+			return true
+		}
+	}
+	return false
+}
+
 // Shows reports whether cur already says what want says.
 func Shows(cur *corev1.PodCondition, want corev1.PodCondition) bool {
 	return cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message
@@ -85,6 +141,38 @@ func WithTransition(want corev1.PodCondition, cur *corev1.PodCondition, now time
 	}
 	want.LastProbeTime = metav1.Time{}
 	return want
+}
+
+// Event is one Kubernetes Event to record on a pod.
+type Event struct {
+	Type, Reason, Note string
+}
+
+// EventFor returns the Event that a change from cur to want deserves: one
+// per new reason, and one when a pending attachment passes its patience.
+// It returns false when the change is not worth an Event.
+func EventFor(cur *corev1.PodCondition, want corev1.PodCondition) (Event, bool) {
+	sameReason := cur != nil && cur.Reason == want.Reason
+	late := func(c *corev1.PodCondition) bool { return strings.Contains(c.Message, "still not programmed more than") }
+	switch want.Reason {
+	case ReasonProgrammed:
+		if !sameReason {
+			return Event{corev1.EventTypeNormal, ReasonProgrammed, want.Message}, true
+		}
+	case ReasonNotProgrammed:
+		if !sameReason || (late(&want) && !late(cur)) {
+			return Event{corev1.EventTypeWarning, ReasonNotProgrammed, "ADD gave up waiting; the sidecar goes on checking: " + want.Message}, true
+		}
+	case ReasonNotObserved:
+		if !sameReason {
+			return Event{corev1.EventTypeWarning, ReasonNotObserved, want.Message}, true
+		}
+	case ReasonHostNetwork:
+		if !sameReason {
+			return Event{corev1.EventTypeNormal, ReasonHostNetwork, want.Message}, true
+		}
+	}
+	return Event{}, false
 }
 
 // Patch is the strategic-merge patch of pods/status for one condition. The

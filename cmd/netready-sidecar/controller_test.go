@@ -1,0 +1,281 @@
+package main
+
+import (
+	"context"
+	"io"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/events"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/pending"
+	"github.com/netready/netready/pkg/publish"
+)
+
+const node = "node-a"
+
+type harness struct {
+	t        *testing.T
+	c        *controller
+	client   *fake.Clientset
+	recorder *events.FakeRecorder
+	store    marker.Store
+	// schedules records what each re-check was given.
+	mu        sync.Mutex
+	schedules []pending.Schedule
+}
+
+// start runs a controller over a fake clientset holding pods; edit may
+// change its options first.
+func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
+	t.Helper()
+	o := options{StateDir: t.TempDir(), NodeName: node, ConditionType: publish.DefaultConditionType,
+		PendingTimeout: time.Hour, Resync: time.Hour, Workers: 2, UnobservedGrace: 30 * time.Second, Unobserved: unobservedReady}
+	if edit != nil {
+		edit(&o)
+	}
+	h := &harness{t: t, store: marker.Store{Dir: o.StateDir}, recorder: events.NewFakeRecorder(100)}
+	objs := make([]any, 0, len(pods))
+	for _, p := range pods {
+		objs = append(objs, p)
+	}
+	h.client = fake.NewClientset()
+	for _, p := range pods {
+		if _, err := h.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h.client.ClearActions()
+	h.c = newController(o, h.client, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
+	// Re-checks block until stopped: the test writes markers itself.
+	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
+		h.mu.Lock()
+		h.schedules = append(h.schedules, s)
+		h.mu.Unlock()
+		<-ctx.Done()
+		return nil, ctx.Err()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); h.c.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return h
+}
+
+func gatedPod(name, uid string) *corev1.Pod {
+	return &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, UID: types.UID(uid)},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "i"}},
+			ReadinessGates: []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}},
+	}
+}
+
+func (h *harness) writeMarker(pod *corev1.Pod, network, ifName, state string, created time.Time) {
+	h.t.Helper()
+	m := &marker.Marker{
+		Version: marker.Version, Network: network, ContainerID: "c-" + string(pod.UID), IfName: ifName,
+		Pod: attachment.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)},
+		IPs: []string{"10.200.0.5/24"}, State: state, CreatedAt: marker.Time{Time: created}, WaitedMs: 7,
+	}
+	if state == marker.StatePending {
+		m.Checks = []marker.CheckResult{{Kind: "nftables", Target: "set inet/agent/pods4 has 10.200.0.5", Why: "IP not in the set yet"}}
+		m.Pending = &marker.Pending{}
+	} else {
+		m.ReadyAt = &marker.Time{Time: created.Add(7 * time.Millisecond)}
+	}
+	if err := h.store.Write(m); err != nil {
+		h.t.Fatal(err)
+	}
+}
+
+// patches counts pods/status patches sent so far.
+func (h *harness) patches() int {
+	n := 0
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetSubresource() == "status" {
+			n++
+		}
+	}
+	return n
+}
+
+func (h *harness) condition(name string) *corev1.PodCondition {
+	pod, err := h.client.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	return publish.Current(pod, publish.DefaultConditionType)
+}
+
+func (h *harness) waitFor(name, what string, ok func(*corev1.PodCondition) bool) *corev1.PodCondition {
+	h.t.Helper()
+	var c *corev1.PodCondition
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if c = h.condition(name); c != nil && ok(c) {
+			return c
+		}
+	}
+	h.t.Fatalf("pod %s: %s: not within 10s; last condition %+v", name, what, c)
+	return nil
+}
+
+// settle waits until no patch has been sent for a while, and returns the
+// count.
+func (h *harness) settle() int {
+	n := h.patches()
+	for quiet := 0; quiet < 10; quiet++ {
+		time.Sleep(100 * time.Millisecond)
+		if m := h.patches(); m != n {
+			n, quiet = m, 0
+		}
+	}
+	return n
+}
+
+// events returns the Events recorded so far, after a moment for those
+// that follow a patch.
+func (h *harness) events() []string {
+	var out []string
+	for {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+		case <-time.After(300 * time.Millisecond):
+			return out
+		}
+	}
+}
+
+// TestOneConditionForTwoMarkers: a pod with two attachments settles after
+// one patch per real change, False while one is pending, True once both
+// are ready, and its message names each network.
+func TestOneConditionForTwoMarkers(t *testing.T) {
+	pod := gatedPod("web-0", "u-0")
+	h := start(t, nil, pod)
+	now := time.Now()
+	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, now)
+	h.writeMarker(pod, "storagenet", "net1", marker.StatePending, now)
+
+	c := h.waitFor("web-0", "False while net1 is pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	for _, want := range []string{"network podnet (eth0) programmed", "network storagenet (net1): waiting for: nftables set inet/agent/pods4 has 10.200.0.5"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	if n := h.settle(); n != 1 {
+		t.Errorf("patches after one change = %d, want 1", n)
+	}
+	h.writeMarker(pod, "storagenet", "net1", marker.StateReady, now)
+	c = h.waitFor("web-0", "True once both are ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	if c.Reason != publish.ReasonProgrammed || !strings.Contains(c.Message, "podnet") || !strings.Contains(c.Message, "storagenet") {
+		t.Errorf("ready condition = %+v, want NetworkProgrammed naming both networks", c)
+	}
+	if n := h.settle(); n != 2 {
+		t.Errorf("patches after two changes = %d, want 2", n)
+	}
+	// A rewrite with the same content is no change.
+	h.writeMarker(pod, "storagenet", "net1", marker.StateReady, now)
+	if n := h.settle(); n != 2 {
+		t.Errorf("patches after an identical rewrite = %d, want 2", n)
+	}
+	evs := strings.Join(h.events(), "\n")
+	if !strings.Contains(evs, "Warning NetworkNotProgrammed") || strings.Count(evs, "Normal NetworkProgrammed") != 1 {
+		t.Errorf("events:\n%s\nwant one Warning NetworkNotProgrammed and one Normal NetworkProgrammed", evs)
+	}
+}
+
+// TestScope: only gated pods are patched; hostNetwork pods are True at
+// once; markers of a recreated pod's predecessor are never published.
+func TestScope(t *testing.T) {
+	ungated := gatedPod("plain", "u-plain")
+	ungated.Spec.ReadinessGates = nil
+	host := gatedPod("host", "u-host")
+	host.Spec.HostNetwork = true
+	recreated := gatedPod("again", "u-new")
+	h := start(t, nil, ungated, host, recreated)
+	h.writeMarker(ungated, "podnet", "eth0", marker.StateReady, time.Now())
+	h.writeMarker(gatedPod("again", "u-old"), "podnet", "eth0", marker.StateReady, time.Now())
+
+	c := h.waitFor("host", "True for hostNetwork", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	if c.Reason != publish.ReasonHostNetwork {
+		t.Errorf("hostNetwork condition = %+v, want reason HostNetwork", c)
+	}
+	h.settle()
+	if c := h.condition("plain"); c != nil {
+		t.Errorf("ungated pod got %+v", c)
+	}
+	if c := h.condition("again"); c != nil {
+		t.Errorf("recreated pod got %+v from its predecessor's marker", c)
+	}
+}
+
+// TestNotObserved: a gated pod whose sandbox is up with no marker turns
+// True (or stays False with --unobserved=notready) after the grace, with a
+// Warning Event; a pod whose sandbox is not up is left alone.
+func TestNotObserved(t *testing.T) {
+	for _, mode := range []string{unobservedReady, unobservedNotReady} {
+		t.Run(mode, func(t *testing.T) {
+			up := gatedPod("up", "u-up")
+			up.Status.PodIP = "10.200.0.9"
+			up.Status.StartTime = &metav1.Time{Time: time.Now()}
+			starting := gatedPod("starting", "u-starting")
+			h := start(t, func(o *options) { o.UnobservedGrace = 500 * time.Millisecond; o.Unobserved = mode }, up, starting)
+			time.Sleep(200 * time.Millisecond)
+			if c := h.condition("up"); c != nil {
+				t.Fatalf("condition before the grace ended: %+v", c)
+			}
+			want := corev1.ConditionTrue
+			if mode == unobservedNotReady {
+				want = corev1.ConditionFalse
+			}
+			c := h.waitFor("up", "set after the grace", func(c *corev1.PodCondition) bool { return c.Reason == publish.ReasonNotObserved })
+			if c.Status != want {
+				t.Errorf("status = %s, want %s", c.Status, want)
+			}
+			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "Warning NotObserved") {
+				t.Errorf("events %q lack a Warning NotObserved", evs)
+			}
+			if c := h.condition("starting"); c != nil {
+				t.Errorf("pod without a sandbox got %+v", c)
+			}
+		})
+	}
+}
+
+// TestPendingNeverGivenUp: past --pending-timeout the condition says how
+// long it has waited, a Warning Event says so once, and the re-check keeps
+// running with a backoff capped at one minute.
+func TestPendingNeverGivenUp(t *testing.T) {
+	pod := gatedPod("slow", "u-slow")
+	h := start(t, func(o *options) { o.PendingTimeout = time.Minute }, pod)
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, time.Now().Add(-5*time.Minute))
+	c := h.waitFor("slow", "False, late", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	if !strings.Contains(c.Message, "still not programmed more than 1m0s after ADD") {
+		t.Errorf("message %q does not say how long it has waited", c.Message)
+	}
+	h.settle()
+	h.mu.Lock()
+	scheds := h.schedules
+	h.mu.Unlock()
+	if len(scheds) != 1 || scheds[0].Patience != time.Minute || scheds[0].MaxGap != time.Minute {
+		t.Errorf("re-checks started = %+v, want one with patience 1m and a 1m cap", scheds)
+	}
+	if got := h.c.metrics; got == nil {
+		t.Fatal("no metrics")
+	}
+	evs := h.events()
+	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning NetworkNotProgrammed") {
+		t.Errorf("events = %q, want one Warning NetworkNotProgrammed", evs)
+	}
+}
