@@ -70,7 +70,7 @@ type controller struct {
 	checking map[string]*recheckState      // pending re-checks, by marker path
 	progress map[string]*marker.Marker     // their latest reasons
 	observed map[string]string             // marker path -> state whose wait was observed
-	sent     map[types.UID]sentCondition    // what was last patched, per pod
+	sent     map[types.UID]sentCondition   // what was last patched, per pod
 }
 
 // sentCondition is a patch the pod cache may not show yet: while the cached

@@ -153,7 +153,9 @@ type Event struct {
 // It returns false when the change is not worth an Event.
 func EventFor(cur *corev1.PodCondition, want corev1.PodCondition) (Event, bool) {
 	sameReason := cur != nil && cur.Reason == want.Reason
-	late := func(c *corev1.PodCondition) bool { return strings.Contains(c.Message, "still not programmed more than") }
+	late := func(c *corev1.PodCondition) bool {
+		return strings.Contains(c.Message, "still not programmed more than")
+	}
 	switch want.Reason {
 	case ReasonProgrammed:
 		if !sameReason {
