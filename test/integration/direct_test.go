@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/google/go-cmp/cmp"
@@ -33,8 +34,8 @@ func TestAddWithoutPrevResult(t *testing.T) {
 	}
 }
 
-// TestInvalidConfigThroughLibcni: a bad key fails the chain with code 7
-// naming the key.
+// TestInvalidConfigThroughLibcni: a bad key fails ADD with code 7 and
+// STATUS with code 50, both naming the key.
 func TestInvalidConfigThroughLibcni(t *testing.T) {
 	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
 		n.Netready()["timeout"] = "10 minutes"
@@ -42,10 +43,16 @@ func TestInvalidConfigThroughLibcni(t *testing.T) {
 	})
 	cni, list := n.libcni()
 	err := cni.GetStatusNetworkList(context.Background(), list)
-	if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `"timeout" "10 minutes"`) ||
+	if cniCode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), `invalid configuration: "timeout" "10 minutes"`) ||
 		!strings.Contains(err.Error(), `unknown check "kind" "bgp"`) {
-		t.Errorf("STATUS with a bad config = %v (code %d), want code 7 naming timeout and the kind", err, cniCode(err))
+		t.Errorf("STATUS with a bad config = %v (code %d), want code 50 naming timeout and the kind", err, cniCode(err))
 	}
+	netns := newNS(t)
+	_, err = cni.AddNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "bad-" + n.ID, NetNS: netns.Path(), IfName: "eth0"})
+	if cniCode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `"timeout" "10 minutes"`) {
+		t.Errorf("ADD with a bad config = %v (code %d), want code 7 naming timeout", err, cniCode(err))
+	}
+	cni.DelNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "bad-" + n.ID, NetNS: netns.Path(), IfName: "eth0"})
 }
 
 // TestPrevResultPassThrough: ADD prints prevResult unchanged, for every

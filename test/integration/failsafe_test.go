@@ -1,0 +1,283 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// TestBadEntryNeverBreaksCleanup: a typo in the netready entry (here made
+// after the pod was added, as an operator's edit would) must not stop DEL,
+// or the main plugin's DEL never runs and the pod's IP and veth leak. GC
+// goes on too; STATUS fails, naming the key, as ADD would.
+func TestBadEntryNeverBreaksCleanup(t *testing.T) {
+	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "route"}}
+	})
+	cni, list := n.libcni()
+	ctx := context.Background()
+	keep, gone := newNS(t), newNS(t)
+	rtKeep := &libcni.RuntimeConf{ContainerID: "keep-" + n.ID, NetNS: keep.Path(), IfName: "eth0"}
+	rtGone := &libcni.RuntimeConf{ContainerID: "gone-" + n.ID, NetNS: gone.Path(), IfName: "eth0"}
+	for _, rt := range []*libcni.RuntimeConf{rtKeep, rtGone} {
+		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+			t.Fatal(err)
+		}
+	}
+	t.Cleanup(func() { cni.DelNetworkList(ctx, list, rtKeep) })
+	if ips := allocated(t, n); len(ips) != 2 {
+		t.Fatalf("host-local allocations after two ADDs = %v", ips)
+	}
+
+	// The operator's typo, and an out-of-range timeout.
+	n.Netready()["checks"] = []any{map[string]any{"kind": "iptables", "tabel": "filter", "chain": "X", "match": "y"}}
+	n.Netready()["timeout"] = "10m"
+	cni, list = n.libcni()
+
+	if err := cni.DelNetworkList(ctx, list, rtGone); err != nil {
+		t.Fatalf("DEL with a bad entry = %v, want success", err)
+	}
+	if _, err := os.Stat(n.markerPath(rtGone.ContainerID, "eth0")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("marker still there after DEL: %v", err)
+	}
+	if ips := allocated(t, n); len(ips) != 1 {
+		t.Errorf("host-local allocations after DEL = %v, want 1: bridge/host-local DEL did not run", ips)
+	}
+	if out := mustRun(t, "ip", "-n", nsName(gone), "link"); strings.Contains(out, "eth0") {
+		t.Errorf("the pod's veth survived DEL:\n%s", out)
+	}
+	// Twice, and with no netns, as containerd's rmp does.
+	if err := cni.DelNetworkList(ctx, list, rtGone); err != nil {
+		t.Errorf("second DEL = %v", err)
+	}
+	if err := cni.DelNetworkList(ctx, list, &libcni.RuntimeConf{ContainerID: rtGone.ContainerID, IfName: "eth0"}); err != nil {
+		t.Errorf("DEL without a netns = %v", err)
+	}
+	log, _ := os.ReadFile(n.LogFile)
+	if !strings.Contains(string(log), `unknown key \"tabel\"`) {
+		t.Errorf("the DEL did not log the entry's problem; log:\n%s", log)
+	}
+
+	// GC with the bad entry keeps what is valid and removes the rest.
+	os.WriteFile(n.markerPath("stale-"+n.ID, "eth0"), []byte("{}"), 0o644)
+	if err := cni.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{{ContainerID: rtKeep.ContainerID, IfName: "eth0"}}}); err != nil {
+		t.Errorf("GC with a bad entry = %v", err)
+	}
+	if _, err := os.Stat(n.markerPath("stale-"+n.ID, "eth0")); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("GC left the stale marker")
+	}
+	if _, err := os.Stat(n.markerPath(rtKeep.ContainerID, "eth0")); err != nil {
+		t.Errorf("GC removed a valid attachment's marker: %v", err)
+	}
+
+	err := cni.GetStatusNetworkList(ctx, list)
+	if cniCode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "invalid configuration") ||
+		!strings.Contains(err.Error(), `"tabel"`) || !strings.Contains(err.Error(), `"timeout" "10m"`) {
+		t.Errorf("STATUS with a bad entry = %v (code %d), want code 50 saying invalid configuration and naming the keys", err, cniCode(err))
+	}
+}
+
+// allocated lists host-local's allocation files for the network.
+func allocated(t *testing.T, n *testNet) []string {
+	t.Helper()
+	entries, _ := os.ReadDir(n.IPAMDir)
+	var ips []string
+	for _, e := range entries {
+		if net.ParseIP(e.Name()) != nil {
+			ips = append(ips, e.Name())
+		}
+	}
+	return ips
+}
+
+// TestMatchAtTokenBoundaries: a rule for the neighbour 10.x.x.50, or a
+// comment naming pod web-10, never makes ADD ready for 10.x.x.5 / web-1,
+// in iptables and in nftables; the rule for the pod itself does.
+func TestMatchAtTokenBoundaries(t *testing.T) {
+	type source struct {
+		name     string
+		check    func(id string) map[string]any
+		setup    func(t *testing.T, id string)
+		neighbor func(id, prefix string) []string // rules for another pod
+		own      func(id, prefix string) []string // the rule for this pod
+	}
+	ipt := func(args ...string) []string { return append([]string{"iptables", "-w", "5"}, args...) }
+	nft := func(rule string) []string { return []string{"nft", rule} }
+	sources := []source{
+		{
+			name: "iptables",
+			check: func(id string) map[string]any {
+				return map[string]any{"kind": "iptables", "chain": "NRM" + id, "match": "{{.IP}}"}
+			},
+			setup: func(t *testing.T, id string) {
+				mustRun(t, "iptables", "-w", "5", "-N", "NRM"+id)
+				t.Cleanup(func() {
+					exec.Command("iptables", "-w", "5", "-F", "NRM"+id).Run()
+					exec.Command("iptables", "-w", "5", "-X", "NRM"+id).Run()
+				})
+			},
+			neighbor: func(id, p string) []string {
+				return ipt("-A", "NRM"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
+			},
+			own: func(id, p string) []string { return ipt("-A", "NRM"+id, "-s", p+"5/32", "-j", "ACCEPT") },
+		},
+		{
+			name: "iptables comment",
+			check: func(id string) map[string]any {
+				return map[string]any{"kind": "iptables", "chain": "NRC" + id, "match": "pod {{.PodNamespace}}/{{.PodName}}"}
+			},
+			setup: func(t *testing.T, id string) {
+				mustRun(t, "iptables", "-w", "5", "-N", "NRC"+id)
+				t.Cleanup(func() {
+					exec.Command("iptables", "-w", "5", "-F", "NRC"+id).Run()
+					exec.Command("iptables", "-w", "5", "-X", "NRC"+id).Run()
+				})
+			},
+			neighbor: func(id, p string) []string {
+				return ipt("-A", "NRC"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
+			},
+			own: func(id, p string) []string {
+				return ipt("-A", "NRC"+id, "-s", p+"5/32", "-m", "comment", "--comment", "pod default/web-1", "-j", "ACCEPT")
+			},
+		},
+		{
+			name: "nftables",
+			check: func(id string) map[string]any {
+				return map[string]any{"kind": "nftables", "family": "inet", "table": "nrm" + id, "chain": "c", "match": "saddr {{.IP}}"}
+			},
+			setup: func(t *testing.T, id string) {
+				mustRun(t, "nft", "add table inet nrm"+id+"; add chain inet nrm"+id+" c")
+				t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", "nrm"+id).Run() })
+			},
+			neighbor: func(id, p string) []string {
+				return nft("add rule inet nrm" + id + " c ip saddr " + p + "50 accept comment \"pod default/web-10\"")
+			},
+			own: func(id, p string) []string { return nft("add rule inet nrm" + id + " c ip saddr " + p + "5 accept") },
+		},
+	}
+	for _, src := range sources {
+		t.Run(src.name, func(t *testing.T) {
+			n := newNet(t, "bridge.conflist", nil)
+			n.Netready()["timeout"] = "1s"
+			n.Netready()["checks"] = []any{src.check(n.ID)}
+			// The pod always gets .5, so that its neighbour is .50.
+			ipam := plugins(n.List)[0]["ipam"].(map[string]any)
+			ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Subnet, "rangeStart": n.Prefix + "5", "rangeEnd": n.Prefix + "5"}}}
+			n.write()
+			src.setup(t, n.ID)
+			mustRun(t, src.neighbor(n.ID, n.Prefix)[0], src.neighbor(n.ID, n.Prefix)[1:]...)
+			cni, list := n.libcni()
+			netns := newNS(t)
+			rt := &libcni.RuntimeConf{ContainerID: "m-" + n.ID, NetNS: netns.Path(), IfName: "eth0",
+				Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-1"}, {"K8S_POD_UID", "u-1"}}}
+			t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
+			_, err := cni.AddNetworkList(context.Background(), list, rt)
+			if cniCode(err) != types.ErrTryAgainLater {
+				t.Fatalf("ADD with only the neighbour's rule = %v, want code 11: the match claimed the wrong pod", err)
+			}
+			cni.DelNetworkList(context.Background(), list, rt)
+			own := src.own(n.ID, n.Prefix)
+			mustRun(t, own[0], own[1:]...)
+			if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
+				t.Fatalf("ADD with the pod's own rule = %v", err)
+			}
+		})
+	}
+}
+
+// TestHTTPNeverResolvesNames: the plugin runs with a resolver that records
+// every query. A URL whose host looks like loopback but is a name is
+// refused (code 7) with no query; "localhost" is dialled as 127.0.0.1 with
+// no query. A control run of getent proves that queries are recorded.
+func TestHTTPNeverResolvesNames(t *testing.T) {
+	netns := newNS(t)
+	var queries atomic.Int32
+	var conn net.PacketConn
+	err := netns.Do(func(ns.NetNS) error {
+		if out, err := exec.Command("ip", "link", "set", "lo", "up").CombinedOutput(); err != nil {
+			return fmt.Errorf("lo up: %v %s", err, out)
+		}
+		var err error
+		conn, err = net.ListenPacket("udp", "127.0.0.1:53")
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { conn.Close() })
+	go func() {
+		buf := make([]byte, 1500)
+		for {
+			if _, _, err := conn.ReadFrom(buf); err != nil {
+				return
+			}
+			queries.Add(1)
+		}
+	}()
+	resolv := filepath.Join(t.TempDir(), "resolv.conf")
+	os.WriteFile(resolv, []byte("nameserver 127.0.0.1\noptions timeout:1 attempts:1\n"), 0o644)
+	// inNS runs argv in the netns with the recording resolver, in a
+	// private mount namespace so the host's resolv.conf is untouched.
+	inNS := func(stdin []byte, env []string, argv ...string) ([]byte, error) {
+		script := `r=$0; n=$1; shift; mount --bind "$r" /etc/resolv.conf && exec nsenter --net="$n" -- "$@"`
+		args := append([]string{"--mount", "--propagation", "private", "sh", "-c", script, resolv, netns.Path()}, argv...)
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		cmd := exec.CommandContext(ctx, "unshare", args...)
+		cmd.Env = append(os.Environ(), env...)
+		cmd.Stdin = bytes.NewReader(stdin)
+		var out bytes.Buffer
+		cmd.Stdout, cmd.Stderr = &out, &out
+		err := cmd.Run()
+		return out.Bytes(), err
+	}
+	if out, _ := inNS(nil, nil, "getent", "hosts", "control.netready.test"); queries.Load() == 0 {
+		t.Fatalf("the recording resolver saw no query from getent (%s): the test cannot prove anything", out)
+	}
+	queries.Store(0)
+
+	n := newNet(t, "bridge.conflist", nil)
+	for _, tc := range []struct {
+		name, url, verb string
+		wantCode        uint
+		want            string
+	}{
+		{"name that looks like loopback, STATUS", "http://127.attacker.example:9099/live", "STATUS", types.ErrPluginNotAvailable, "the host must be an IP literal"},
+		{"name that looks like loopback, ADD", "http://127.attacker.example:9099/live", "ADD", types.ErrInvalidNetworkConfig, "the host must be an IP literal"},
+		{"localhost is not looked up", "http://localhost:1/live", "STATUS", types.ErrPluginNotAvailable, "connection refused"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			n.Netready()["status"] = map[string]any{"agents": []any{map[string]any{"kind": "http", "url": tc.url}}}
+			stdin := n.pluginConf([]byte(`{"cniVersion":"1.1.0","interfaces":[],"ips":[]}`))
+			env := []string{"CNI_COMMAND=" + tc.verb, "CNI_CONTAINERID=dns-" + n.ID, "CNI_IFNAME=eth0", "CNI_NETNS=" + netns.Path(), "CNI_PATH=" + pluginPath}
+			out, err := inNS(stdin, env, filepath.Join(binDir, "netready"))
+			if err == nil {
+				t.Fatalf("%s succeeded: %s", tc.verb, out)
+			}
+			var e types.Error
+			if jerr := json.Unmarshal(out, &e); jerr != nil || e.Code != tc.wantCode || !strings.Contains(e.Msg+e.Details, tc.want) {
+				t.Errorf("%s = %s, want code %d containing %q", tc.verb, out, tc.wantCode, tc.want)
+			}
+			time.Sleep(100 * time.Millisecond)
+			if q := queries.Load(); q != 0 {
+				t.Errorf("the plugin sent %d DNS queries", q)
+			}
+		})
+	}
+}
