@@ -9,7 +9,7 @@ CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 TEST_ENV := NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
 
-.PHONY: all build deps tools containerd k8s demo test unit integration bench lint clean
+.PHONY: all build deps tools containerd k8s demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -47,6 +47,13 @@ integration:
 bench: deps tools k8s build
 	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 30m ./test/integration/...
+
+# Each fuzz target for FUZZTIME; their seed corpora (and any crash found,
+# kept in testdata/fuzz) already run in `make unit`.
+FUZZTIME ?= 30s
+FUZZ_TARGETS := FuzzParse:./pkg/config FuzzReadFile:./pkg/marker FuzzParsePod:./pkg/attachment FuzzEdit:./pkg/conflist FuzzContainsToken:./pkg/checks
+fuzz:
+	@for t in $(FUZZ_TARGETS); do 	  echo "fuzz: $${t%%:*} for $(FUZZTIME)"; 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; 	done
 
 lint:
 	gofmt -l . | (! grep .)
