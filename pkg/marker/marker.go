@@ -230,16 +230,37 @@ func ReadFile(path string) (*Marker, error) {
 	return &m, nil
 }
 
-// Remove deletes the marker of k. A missing marker is not an error.
+// Remove deletes the marker of k, and any temp file that an ADD killed
+// while writing it left. A missing marker is not an error.
 func (s Store) Remove(k Key) error {
 	path, err := s.Path(k)
 	if err != nil {
 		return err
 	}
+	var errs []error
 	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-		return fmt.Errorf("remove marker: %w", err)
+		errs = append(errs, fmt.Errorf("remove marker: %w", err))
 	}
-	return nil
+	// Names are compared, not globbed: an interface name may hold '*'.
+	entries, _ := os.ReadDir(filepath.Dir(path))
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) || tempTarget(e.Name()) != k.FileName() {
+			continue
+		}
+		if err := os.Remove(filepath.Join(filepath.Dir(path), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("remove temp file: %w", err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// tempTarget is the marker file name a temp file was being written for.
+func tempTarget(name string) string {
+	rest := strings.TrimPrefix(name, atomicfile.TempPrefix)
+	if i := strings.LastIndexByte(rest, '.'); i > 0 {
+		return rest[:i]
+	}
+	return rest
 }
 
 // staleTmpAge is how old a temp file must be before GC removes it: older
@@ -247,7 +268,8 @@ func (s Store) Remove(k Key) error {
 const staleTmpAge = 10 * time.Minute
 
 // GC removes the markers of network whose attachment is not in keep, and
-// temp files that a crash left. It never looks outside the network's own
+// temp files that a killed ADD left: at once for an attachment not in keep,
+// after staleTmpAge for one in keep (its ADD may be writing). It never looks outside the network's own
 // folder. It returns the names it removed.
 func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 	if err := (Key{Network: network, ContainerID: "x", IfName: "x"}).Validate(); err != nil {
@@ -274,9 +296,12 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		}
 		switch {
 		case strings.HasPrefix(name, atomicfile.TempPrefix):
-			info, err := e.Info()
-			if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
-				continue
+			// A temp file of a live attachment may be an ADD writing now.
+			if valid[tempTarget(name)] {
+				info, err := e.Info()
+				if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
+					continue
+				}
 			}
 		case strings.HasSuffix(name, ".json"):
 			if valid[name] {

@@ -122,6 +122,11 @@ func TestRemove(t *testing.T) {
 	if err := s.Write(sample()); err != nil {
 		t.Fatal(err)
 	}
+	// What an ADD killed mid-write leaves, and another attachment's.
+	killed := filepath.Join(s.Dir, "podnet", atomicfile.TempPrefix+"4f1c_eth0.json.777")
+	other := filepath.Join(s.Dir, "podnet", atomicfile.TempPrefix+"4f1c_eth1.json.778")
+	os.WriteFile(killed, []byte("{"), 0o644)
+	os.WriteFile(other, []byte("{"), 0o644)
 	for i := 0; i < 2; i++ {
 		if err := s.Remove(k); err != nil {
 			t.Errorf("Remove #%d = %v", i+1, err)
@@ -129,6 +134,12 @@ func TestRemove(t *testing.T) {
 	}
 	if _, err := s.Read(k); !errors.Is(err, fs.ErrNotExist) {
 		t.Errorf("Read after Remove = %v, want not exist", err)
+	}
+	if _, err := os.Stat(killed); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("Remove left the attachment's temp file")
+	}
+	if _, err := os.Stat(other); err != nil {
+		t.Errorf("Remove took another attachment's temp file: %v", err)
 	}
 }
 
@@ -147,9 +158,10 @@ func TestGC(t *testing.T) {
 	write("othernet", "gone", "eth0")
 	dir := filepath.Join(s.Dir, "podnet")
 	now := time.Now()
-	stale := filepath.Join(dir, atomicfile.TempPrefix+"crashed.json.123")
-	fresh := filepath.Join(dir, atomicfile.TempPrefix+"writing.json.456")
-	for _, p := range []string{stale, fresh} {
+	stale := filepath.Join(dir, atomicfile.TempPrefix+"keep_eth0.json.123")
+	fresh := filepath.Join(dir, atomicfile.TempPrefix+"keep_eth0.json.456")
+	orphan := filepath.Join(dir, atomicfile.TempPrefix+"gone_eth0.json.789")
+	for _, p := range []string{stale, fresh, orphan} {
 		os.WriteFile(p, []byte("{"), 0o644)
 	}
 	os.Chtimes(stale, now.Add(-time.Hour), now.Add(-time.Hour))
@@ -160,7 +172,7 @@ func TestGC(t *testing.T) {
 		t.Fatalf("GC: %v", err)
 	}
 	slices.Sort(removed)
-	want := []string{atomicfile.TempPrefix + "crashed.json.123", "gone_eth0.json", "keep_net1.json"}
+	want := []string{atomicfile.TempPrefix + "gone_eth0.json.789", atomicfile.TempPrefix + "keep_eth0.json.123", "gone_eth0.json", "keep_net1.json"}
 	if diff := cmp.Diff(want, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
@@ -172,7 +184,7 @@ func TestGC(t *testing.T) {
 		}
 	}
 	slices.Sort(left)
-	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + atomicfile.TempPrefix + "writing.json.456", "podnet/README", "podnet/keep_eth0.json"}
+	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + atomicfile.TempPrefix + "keep_eth0.json.456", "podnet/README", "podnet/keep_eth0.json"}
 	if diff := cmp.Diff(wantLeft, left); diff != "" {
 		t.Errorf("left (-want +got):\n%s", diff)
 	}
