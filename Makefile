@@ -9,7 +9,7 @@ CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 TEST_ENV := NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
 
-.PHONY: all build deps tools containerd k8s demo test unit integration bench fuzz lint clean
+.PHONY: all build image deps tools containerd k8s demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -17,6 +17,12 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./plugins/meta/netready
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
+
+# The OCI image ghcr.io/netready/netready:$(VERSION) as an archive, built
+# without Docker: static binaries on a scratch base.
+VERSION ?= dev
+image: build
+	scripts/image.sh $(BIN) $(VERSION) $(BIN)/netready-image.tar
 
 deps:
 	@scripts/deps.sh
@@ -41,7 +47,7 @@ unit:
 integration:
 	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
-	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic)' ; \
+	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic|soak:)' ; \
 	  exit $${PIPESTATUS[0]}
 
 bench: deps tools k8s build

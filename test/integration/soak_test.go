@@ -179,8 +179,8 @@ func TestSoak(t *testing.T) {
 		cycles, elapsed.Round(time.Millisecond), workers, added.Load(), killed.Load(), failed.Load(), dels.Load(), gcs.Load())
 	t.Logf("soak: left: %d markers, %d temp files, %d unparsable reads, %d netns, %d bridge ports, %d other new links, %d netready processes, %d fds (before %d), %d host-local IPs",
 		markers, temps, unparsable.Load(), netnsCount()-netnsBefore, ports, newLinks, procs, fdsAfter-fdsBefore, fdsBefore, ips)
-	fmt.Printf("soak: %d cycles, %d killed ADDs: %d markers, %d temp files, %d unparsable, %d netns, %d links, %d processes, %d fds left\n",
-		cycles, killed.Load(), markers, temps, unparsable.Load(), netnsCount()-netnsBefore, ports+newLinks, procs, fdsAfter-fdsBefore)
+	fmt.Printf("soak: %d cycles (%d ADDs killed, %d completed, %d DELs, %d GCs): left %d markers, %d temp files, %d unparsable reads, %d netns, %d links, %d processes, %d more fds\n",
+		cycles, killed.Load(), added.Load(), dels.Load(), gcs.Load(), markers, temps, unparsable.Load(), netnsCount()-netnsBefore, ports+newLinks, procs, max(0, fdsAfter-fdsBefore))
 	if killed.Load() == 0 || added.Load() == 0 {
 		t.Errorf("the soak killed %d ADDs and completed %d: it did not exercise both", killed.Load(), added.Load())
 	}
