@@ -87,6 +87,8 @@ func startAPIServer(t testing.TB) *apiServer {
 		"--service-cluster-ip-range", "10.200.252.0/24",
 		"--endpoint-reconciler-type", "none",
 		"--enable-priority-and-fairness=false",
+		// deploy/'s DaemonSet has a privileged container.
+		"--allow-privileged=true",
 	}
 	a.startAPI()
 	cfg := a.config(adminToken)
@@ -235,11 +237,18 @@ func (a *apiServer) condition(name string) (*corev1.Pod, *corev1.PodCondition) {
 	return pod, nil
 }
 
-// startSidecar runs bin/netready-sidecar with the agent identity.
+// startSidecar runs bin/netready-sidecar with the static agent identity
+// (the sidecar's ServiceAccount name, no node claim).
 func startSidecar(t testing.TB, a *apiServer, stateDir, node string, extra ...string) (string, *syncBuffer) {
 	t.Helper()
+	return startSidecarWith(t, a, a.AgentKubeconfig, stateDir, node, extra...)
+}
+
+// startSidecarWith runs bin/netready-sidecar with the identity of kubeconfig.
+func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer) {
+	t.Helper()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", a.AgentKubeconfig, "--listen", listen}, extra...)
+	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", kubeconfig, "--listen", listen}, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "netready-sidecar"), args...)
 	var logs syncBuffer
 	cmd.Stdout, cmd.Stderr = &logs, &logs

@@ -66,7 +66,8 @@ func addPod(t *testing.T, n *testNet, agent *testAgent, pod *corev1.Pod, delay t
 // markers the real plugin wrote through cnitool, the sidecar publishes
 // False while a marker is pending and True once the agent programs the pod;
 // never patches a recreated pod from an old marker; loses no transition
-// across an API server restart; and cannot patch a pod's spec.
+// across an API server restart; and, by RBAC, cannot patch the pods
+// resource itself.
 func TestSidecar(t *testing.T) {
 	a := startAPIServer(t)
 	n, agent := newAgentNet(t, "policy-agent.conflist", 10*time.Second, func(n *testNet, _ map[string]any) {
@@ -134,7 +135,10 @@ func TestSidecar(t *testing.T) {
 		}
 	})
 
-	t.Run("sidecar identity cannot patch a pod's spec", func(t *testing.T) {
+	// RBAC only: the sidecar cannot patch the pods resource itself. What it
+	// may do through pods/status is the admission policy's job, proved in
+	// TestDeployAndAdmission.
+	t.Run("sidecar identity cannot patch the pod resource", func(t *testing.T) {
 		agentClient := kubernetes.NewForConfigOrDie(a.AgentConfig)
 		ctx := context.Background()
 		_, err := agentClient.CoreV1().Pods("default").Patch(ctx, "web-0", types.StrategicMergePatchType,

@@ -1,0 +1,253 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/publish"
+)
+
+// kubectl runs the real kubectl as the admin against a.
+func (a *apiServer) kubectl(t *testing.T, args ...string) string {
+	t.Helper()
+	kc := filepath.Join(a.dir, "admin.kubeconfig")
+	if _, err := os.Stat(kc); err != nil {
+		os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: admin, user: {token: %s}}]
+contexts: [{name: test, context: {cluster: test, user: admin}}]
+current-context: test
+`, a.port, adminToken)), 0o600)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(a.bins, "kubectl"), append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(a.dir, "kubectl-cache")}, args...)...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// boundToken mints what kubelet gives a pod: a ServiceAccount token bound
+// to the pod, which carries the pod's node.
+func (a *apiServer) boundToken(t *testing.T, pod *corev1.Pod) string {
+	t.Helper()
+	exp := int64(3600)
+	tr, err := a.Admin.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(context.Background(), pod.Spec.ServiceAccountName, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp,
+			BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tr.Status.Token
+}
+
+func (a *apiServer) create(t *testing.T, obj *corev1.Pod) *corev1.Pod {
+	t.Helper()
+	out, err := a.Admin.CoreV1().Pods(obj.Namespace).Create(context.Background(), obj, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+func plainPod(ns, name, node string) *corev1.Pod {
+	return &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name, Labels: map[string]string{"app": name}},
+		Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+}
+
+// TestDeployAndAdmission applies deploy/ as users do (kubectl apply -k,
+// server-side dry run first), then proves on the real kube-apiserver that
+// the sidecar's identity, holding a token bound to its pod on node-a, can
+// set its condition on node-a's pods and nothing else through pods/status,
+// and that the readiness gate is added exactly where it should be.
+func TestDeployAndAdmission(t *testing.T) {
+	a := startAPIServer(t)
+	ctx := context.Background()
+	a.kubectl(t, "apply", "-k", "../../deploy", "--server-side", "--dry-run=server")
+	out := a.kubectl(t, "apply", "-k", "../../deploy", "--server-side")
+	for _, want := range []string{"validatingadmissionpolicy.admissionregistration.k8s.io/netready-sidecar-scope", "mutatingadmissionpolicy.admissionregistration.k8s.io/netready-readiness-gate", "daemonset.apps/netready", "configmap/netready-entry", "clusterrole.rbac.authorization.k8s.io/netready-sidecar"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("kubectl apply -k deploy/ did not apply %s:\n%s", want, out)
+		}
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// The sidecar's own pod on node-a, and the token kubelet would mint.
+	self := plainPod("kube-system", "netready-abcde", "node-a")
+	self.Spec.ServiceAccountName = "netready-sidecar"
+	self = a.create(t, self)
+	sidecar := kubernetes.NewForConfigOrDie(a.config(a.boundToken(t, self)))
+	podA := a.create(t, plainPod("default", "web-a", "node-a"))
+	podB := a.create(t, plainPod("default", "web-b", "node-b"))
+
+	own := func(pod *corev1.Pod) []byte {
+		p, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
+			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
+		return p
+	}
+	patch := func(c kubernetes.Interface, pod *corev1.Pod, body []byte) error {
+		_, err := c.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		return err
+	}
+	// The policy is live once it denies; wait for that, boundedly.
+	for start := time.Now(); patch(sidecar, podB, own(podB)) == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatal("the ValidatingAdmissionPolicy never took effect")
+		}
+		// Undo what got through before the policy was live.
+		a.Admin.CoreV1().Pods("default").Patch(ctx, podB.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/conditions"}]`), metav1.PatchOptions{}, "status")
+	}
+
+	if err := patch(sidecar, podA, own(podA)); err != nil {
+		t.Fatalf("the sidecar setting its condition on a pod of its node = %v, want allowed", err)
+	}
+	staticAgent := kubernetes.NewForConfigOrDie(a.AgentConfig)
+	denied := []struct {
+		name   string
+		client kubernetes.Interface
+		pod    *corev1.Pod
+		body   []byte
+		want   string
+	}{
+		{"a pod of another node", sidecar, podB, own(podB), "may only write pods of its own node"},
+		{"a label through pods/status", sidecar, podA, []byte(`{"metadata":{"labels":{"app":"hijacked"}}}`), "may not change labels"},
+		{"an annotation through pods/status", sidecar, podA, []byte(`{"metadata":{"annotations":{"x":"y"}}}`), "may not change labels, annotations"},
+		{"another condition", sidecar, podA, []byte(`{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}`), "may only change the condition"},
+		{"the Ready condition", sidecar, podA, []byte(`{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`), "may only change the condition"},
+		{"podIP", sidecar, podA, []byte(`{"status":{"podIP":"10.200.1.1","podIPs":[{"ip":"10.200.1.1"}]}}`), "in status"},
+		{"a token without a node claim", staticAgent, podA, own(podA), "no node claim"},
+	}
+	for _, tt := range denied {
+		t.Run("denied: "+tt.name, func(t *testing.T) {
+			err := patch(tt.client, tt.pod, tt.body)
+			if err == nil || !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("strategic merge patch of pods/status = %v, want a denial containing %q", err, tt.want)
+			}
+		})
+	}
+	t.Run("denied: a full status update (RBAC grants patch only)", func(t *testing.T) {
+		cur, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podA.Name, metav1.GetOptions{})
+		cur.Labels["app"] = "hijacked"
+		if _, err := sidecar.CoreV1().Pods("default").UpdateStatus(ctx, cur, metav1.UpdateOptions{}); !apierrors.IsForbidden(err) {
+			t.Errorf("UpdateStatus with a label change = %v, want Forbidden", err)
+		}
+	})
+	// Control: pods/status itself lets a label through, for anyone the
+	// policy does not match; so the denials above are the policy's doing.
+	if err := patch(a.Admin, podB, []byte(`{"metadata":{"labels":{"app":"relabelled"}}}`)); err != nil {
+		t.Errorf("the admin's label change through pods/status = %v", err)
+	} else if b, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podB.Name, metav1.GetOptions{}); b.Labels["app"] != "relabelled" {
+		t.Errorf("pods/status did not carry the label change (labels %v): the control proves nothing", b.Labels)
+	}
+	after, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podA.Name, metav1.GetOptions{})
+	if after.Labels["app"] != "web-a" || after.Status.PodIP != "" || len(after.Annotations) != 0 {
+		t.Errorf("pod changed despite the denials: labels %v, podIP %q, annotations %v", after.Labels, after.Status.PodIP, after.Annotations)
+	}
+	if c := publish.Current(after, publish.DefaultConditionType); c == nil || c.Status != corev1.ConditionTrue {
+		t.Errorf("the allowed condition is missing: %+v", after.Status.Conditions)
+	}
+
+	t.Run("the real sidecar works under the policy", func(t *testing.T) {
+		kc := filepath.Join(a.dir, "bound.kubeconfig")
+		os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: sidecar, user: {token: %s}}]
+contexts: [{name: test, context: {cluster: test, user: sidecar}}]
+current-context: test
+`, a.port, a.boundToken(t, self))), 0o600)
+		host := plainPod("default", "gated-host", "node-a")
+		host.Spec.HostNetwork = true
+		host.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
+		host = a.create(t, host)
+		startSidecarWith(t, a, kc, t.TempDir(), "node-a")
+		c := waitCondition(t, a, "gated-host", 15*time.Second, "True under the policy", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		if c.Reason != publish.ReasonHostNetwork {
+			t.Errorf("condition = %+v", c)
+		}
+		if evs := strings.Join(eventsFor(t, a, host), "\n"); !strings.Contains(evs, "Normal HostNetwork") {
+			t.Errorf("events lack Normal HostNetwork:\n%s", evs)
+		}
+	})
+
+	t.Run("readiness gate", func(t *testing.T) {
+		for _, ns := range []string{"gated", "plain"} {
+			n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+			if ns == "gated" {
+				n.Labels = map[string]string{"netready.io/readiness-gate": "enabled"}
+			}
+			if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, n, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Admin.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		gates := func(p *corev1.Pod) []string {
+			var out []string
+			for _, g := range p.Spec.ReadinessGates {
+				out = append(out, string(g.ConditionType))
+			}
+			return out
+		}
+		// The policy is live once a dry-run create shows the gate.
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, plainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil && len(gates(p)) == 1 {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("the MutatingAdmissionPolicy never took effect: %v", err)
+			}
+		}
+		ours := publish.DefaultConditionType
+		withGates := func(p *corev1.Pod, gs ...string) *corev1.Pod {
+			for _, g := range gs {
+				p.Spec.ReadinessGates = append(p.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: corev1.PodConditionType(g)})
+			}
+			return p
+		}
+		host := plainPod("gated", "hostnet", "")
+		host.Spec.HostNetwork = true
+		tests := []struct {
+			name string
+			pod  *corev1.Pod
+			want []string
+		}{
+			{"labelled namespace", plainPod("gated", "app", ""), []string{ours}},
+			{"already gated", withGates(plainPod("gated", "already", ""), ours), []string{ours}},
+			{"other gates kept", withGates(plainPod("gated", "others", ""), "example.com/lb-ready"), []string{"example.com/lb-ready", ours}},
+			{"hostNetwork", host, nil},
+			{"unlabelled namespace", plainPod("plain", "app", ""), nil},
+		}
+		for _, tt := range tests {
+			got := gates(a.create(t, tt.pod))
+			if !slices.Equal(got, tt.want) {
+				t.Errorf("%s: readiness gates = %v, want %v", tt.name, got, tt.want)
+			}
+		}
+	})
+}
