@@ -7,7 +7,7 @@ BIN := $(CURDIR)/bin
 CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
-TEST_ENV := NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
+TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
 
 .PHONY: all build image deps tools containerd k8s demo test unit integration bench fuzz lint clean
 
@@ -39,7 +39,7 @@ k8s:
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
-test: deps tools containerd k8s build unit integration
+test: deps tools containerd k8s build image unit integration
 
 unit:
 	$(GO) test -count=1 ./...

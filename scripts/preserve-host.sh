@@ -15,10 +15,49 @@ had_run_containerd=0; [ -e /run/containerd ] && had_run_containerd=1
 netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1)
 rules_before=$(iptables -w 5 -S FORWARD 2>/dev/null)
+# The node test (TestNode): kubelet changes these sysctls and hard-codes
+# /var/lib/kubelet and /var/log/containers.
+node_sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops)
+declare -A node_saved
+for s in "${node_sysctls[@]}"; do node_saved[$s]=$(sysctl -n "$s"); done
+had_kubelet_dir=0; [ -e /var/lib/kubelet ] && had_kubelet_dir=1
+had_container_logs=0; [ -e /var/log/containers ] && had_container_logs=1
 tables_before=$(nft list tables 2>/dev/null)
+
+# cleanup_node undoes what a node test that died half-way left: its
+# processes (all run from or under /run/nr-node), mounts, folder, bridge,
+# guard rules, cgroups, kubelet's host folders and sysctls.
+cleanup_node() {
+  local root=/run/nr-node
+  if [ -e $root ]; then
+    for p in $(pgrep -f "$root/" 2>/dev/null); do
+      echo "preserve-host: stopping leftover node process $p ($(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-60))"
+      kill -KILL "$p" 2>/dev/null
+    done
+    awk -v d="$root" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+      umount "$m" 2>/dev/null || umount -l "$m"; echo "preserve-host: unmounted $m"
+    done
+    rm -rf $root && echo "preserve-host: removed $root"
+  fi
+  for l in $(ip -o link show master nrnode0 2>/dev/null | awk -F': ' '{print $2}' | cut -d@ -f1); do ip link del "$l"; done
+  ip link show nrnode0 >/dev/null 2>&1 && ip link del nrnode0 && echo "preserve-host: removed bridge nrnode0"
+  iptables -w 5 -S FORWARD 2>/dev/null | grep -- '--comment nr-node-guard' | while read -r rule; do
+    eval "iptables -w 5 ${rule/-A /-D }"; echo "preserve-host: removed node guard rule"
+  done
+  for h in /sys/fs/cgroup/*/nr-node-kubelet; do
+    [ -d "$h" ] || continue
+    find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+    [ -d "$h" ] && echo "preserve-host: could not remove cgroup $h" || echo "preserve-host: removed cgroup $h"
+  done
+  for s in "${node_sysctls[@]}"; do [ "$(sysctl -n "$s")" = "${node_saved[$s]}" ] || sysctl -qw "$s=${node_saved[$s]}"; done
+  [ $had_kubelet_dir = 0 ] && [ -e /var/lib/kubelet ] && rm -rf /var/lib/kubelet && echo "preserve-host: removed /var/lib/kubelet"
+  [ $had_container_logs = 0 ] && [ -e /var/log/containers ] && rm -rf /var/log/containers && echo "preserve-host: removed /var/log/containers"
+  return 0
+}
 
 restore() {
   rc=$?
+  cleanup_node
   for s in "${sysctls[@]}"; do sysctl -qw "$s=${saved[$s]}"; done
   [ $had_cache = 0 ] && rm -rf /var/lib/cni
   [ $had_run_containerd = 0 ] && ! pgrep -x containerd >/dev/null && rm -rf /run/containerd

@@ -75,6 +75,12 @@ imports = []
 // every pod, stops containerd and unmounts what it left.
 func startCRI(t *testing.T, confDir string, binDirs ...string) *cri {
 	t.Helper()
+	return startCRIWith(t, confDir, nil, binDirs...)
+}
+
+// startCRIWith is startCRI with edit applied to containerd's config.
+func startCRIWith(t *testing.T, confDir string, edit func(string) string, binDirs ...string) *cri {
+	t.Helper()
 	bins := os.Getenv("NETREADY_CONTAINERD_BIN")
 	if bins == "" {
 		t.Fatal("NETREADY_CONTAINERD_BIN must name the containerd, ctr, shim and crictl build; run `make test`")
@@ -92,6 +98,9 @@ func startCRI(t *testing.T, confDir string, binDirs ...string) *cri {
 		quoted = append(quoted, "'"+d+"'")
 	}
 	cfg := strings.NewReplacer("{{dir}}", dir, "{{bindirs}}", strings.Join(quoted, ", "), "{{confdir}}", confDir).Replace(containerdConfig)
+	if edit != nil {
+		cfg = edit(cfg)
+	}
 	if err := os.WriteFile(filepath.Join(dir, "config.toml"), []byte(cfg), 0o644); err != nil {
 		t.Fatal(err)
 	}

@@ -1,0 +1,442 @@
+//go:build integration
+
+package integration
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
+)
+
+// kubectl runs the real kubectl as the node's admin.
+func (n *k8sNode) kubectl(args ...string) string {
+	n.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	full := append([]string{"--kubeconfig", n.path("pki/admin.kubeconfig"), "--cache-dir", n.path("kubectl-cache")}, args...)
+	out, err := exec.CommandContext(ctx, filepath.Join(n.bins, "kubectl"), full...).CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out)
+}
+
+// runtimeHasNetready reports whether containerd's loaded CNI config (as
+// crictl info shows it) chains netready in.
+func (n *k8sNode) runtimeHasNetready() bool {
+	out, err := n.cri.crictl("info", "-o", "json")
+	if err != nil {
+		return false
+	}
+	var info map[string]json.RawMessage
+	json.Unmarshal([]byte(out), &info)
+	return strings.Contains(string(info["cniconfig"]), "netready")
+}
+
+// importImage loads an OCI archive into containerd's k8s.io namespace.
+func (n *k8sNode) importImage(archive string) {
+	n.t.Helper()
+	out, err := exec.Command(filepath.Join(n.cri.bins, "ctr"), "--address", n.cri.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
+	if err != nil {
+		n.t.Fatalf("ctr images import %s: %v\n%s", archive, err, out)
+	}
+}
+
+// heartbeat keeps the agent's heartbeat file fresh until paused.
+type heartbeat struct {
+	path   string
+	paused atomic.Bool
+}
+
+func startHeartbeat(t *testing.T, path string) *heartbeat {
+	h := &heartbeat{path: path}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	os.WriteFile(path, nil, 0o644)
+	go func() {
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+			if !h.paused.Load() {
+				now := time.Now()
+				os.Chtimes(path, now, now)
+			}
+		}
+	}()
+	return h
+}
+
+// nodePod is a pod of the pause image on the node; gated adds the gate.
+func nodePod(name string, gated bool) *corev1.Pod {
+	p := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+		Spec: corev1.PodSpec{NodeName: nodeName, TerminationGracePeriodSeconds: new(int64),
+			Containers: []corev1.Container{{Name: "app", Image: "netready.test/pause:1", ImagePullPolicy: corev1.PullNever}}},
+	}
+	if gated {
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
+	}
+	return p
+}
+
+func (n *k8sNode) createPod(p *corev1.Pod) {
+	n.t.Helper()
+	if _, err := n.Admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+func (n *k8sNode) pod(name string) *corev1.Pod {
+	p, err := n.Admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		return &corev1.Pod{}
+	}
+	return p
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// programLater plays the network agent: once the pod's address is
+// allocated (its veth exists), it waits delay and writes the pod's file.
+// It returns when the file was written.
+func (n *k8sNode) programLater(name string, delay time.Duration) <-chan time.Time {
+	before := n.allocations()
+	done := make(chan time.Time, 1)
+	go func() {
+		for start := time.Now(); n.allocations() <= before && time.Since(start) < time.Minute; time.Sleep(20 * time.Millisecond) {
+		}
+		time.Sleep(delay)
+		os.WriteFile(n.path("agent/default_"+name), nil, 0o644)
+		done <- time.Now()
+	}()
+	return done
+}
+
+func (n *k8sNode) program(name string) {
+	os.WriteFile(n.path("agent/default_"+name), nil, 0o644)
+}
+
+func (n *k8sNode) allocations() int {
+	entries, _ := os.ReadDir(n.path("ipam/nr-node"))
+	c := 0
+	for _, e := range entries {
+		if net.ParseIP(e.Name()) != nil {
+			c++
+		}
+	}
+	return c
+}
+
+// markerFor finds the pod's marker by its UID.
+func (n *k8sNode) markerFor(p *corev1.Pod) *marker.Marker {
+	entries, _ := os.ReadDir(n.path("state/nr-node"))
+	for _, e := range entries {
+		if m, err := marker.ReadFile(n.path("state/nr-node/" + e.Name())); err == nil && m.Pod.UID == string(p.UID) {
+			return m
+		}
+	}
+	return nil
+}
+
+func (n *k8sNode) waitPod(name, what string, limit time.Duration, ok func(*corev1.Pod) bool) *corev1.Pod {
+	n.t.Helper()
+	var p *corev1.Pod
+	for start := time.Now(); time.Since(start) < limit; time.Sleep(100 * time.Millisecond) {
+		if p = n.pod(name); ok(p) {
+			return p
+		}
+	}
+	n.t.Fatalf("pod %s: %s: not within %s; status %+v", name, what, limit, p.Status)
+	return nil
+}
+
+func (n *k8sNode) entry() map[string]any {
+	n.t.Helper()
+	f, err := conflist.Pick(n.ConfDir, "")
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	var found map[string]any
+	count := 0
+	for _, p := range f.Plugins {
+		var m map[string]any
+		json.Unmarshal(p, &m)
+		if m["type"] == "netready" {
+			found, count = m, count+1
+		}
+	}
+	if count > 1 {
+		n.t.Errorf("%d netready entries in %s", count, f.Path)
+	}
+	return found
+}
+
+// TestNode: netready deployed the way users deploy it, on a real
+// single-node Kubernetes (kubelet, containerd, controller-manager,
+// scheduler), from the image `make image` builds, with deploy/ applied
+// through the test/node overlay. Six scenarios, each printing its timing.
+func TestNode(t *testing.T) {
+	image := os.Getenv("NETREADY_IMAGE")
+	if _, err := os.Stat(image); err != nil {
+		t.Fatalf("NETREADY_IMAGE (%q): %v; run `make test`, which runs `make image`", image, err)
+	}
+	start := time.Now()
+	n := startNode(t)
+	t.Logf("node: Ready %.1fs after start", time.Since(start).Seconds())
+	hb := startHeartbeat(t, n.path("agent/heartbeat"))
+	n.importImage(image)
+	// Runs before the node's teardown: what an operator would look at.
+	t.Cleanup(func() {
+		if !t.Failed() {
+			return
+		}
+		n.t = t
+		for _, args := range [][]string{{"get", "pods", "-A", "-o", "wide"}, {"-n", "kube-system", "describe", "pods", "-l", "app=netready"}, {"get", "events", "-A"}} {
+			out, _ := exec.Command(filepath.Join(n.bins, "kubectl"), append([]string{"--kubeconfig", n.path("pki/admin.kubeconfig"), "--cache-dir", n.path("kubectl-cache")}, args...)...).CombinedOutput()
+			t.Logf("kubectl %s:\n%s", strings.Join(args, " "), tail(string(out), 60))
+		}
+		logs, _ := filepath.Glob(n.path("pod-logs/kube-system_netready-*/*/*.log"))
+		for _, l := range logs {
+			data, _ := os.ReadFile(l)
+			t.Logf("%s:\n%s", l, tail(string(data), 30))
+		}
+		data, _ := os.ReadFile(n.path("netready.log"))
+		t.Logf("netready.log:\n%s", tail(string(data), 30))
+	})
+	ctx := context.Background()
+
+	t.Run("install", func(t *testing.T) {
+		n.t = t
+		applied := time.Now()
+		n.kubectl("apply", "-k", "../node", "--server-side")
+		n.waitFor("the netready DaemonSet pod Ready", 2*time.Minute, func() bool {
+			pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+			return len(pods.Items) == 1 && podReady(&pods.Items[0])
+		})
+		n.waitFor("netready in the node's conflist", time.Minute, func() bool { return n.entry() != nil })
+		n.waitFor("containerd loading the new conflist", time.Minute, n.runtimeHasNetready)
+		t.Logf("install: DaemonSet Ready and entry in the conflist %.1fs after kubectl apply -k", time.Since(applied).Seconds())
+		if _, err := os.Stat(filepath.Join(n.BinDir, "netready")); err != nil {
+			t.Errorf("the plugin binary is not in the runtime's bin dir: %v", err)
+		}
+		n.program("first")
+		created := time.Now()
+		n.createPod(nodePod("first", false))
+		p := n.waitPod("first", "Running", time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+		t.Logf("install: the next pod Running %.1fs after create", time.Since(created).Seconds())
+		if m := n.markerFor(p); m == nil || m.State != marker.StateReady {
+			t.Errorf("no ready marker for the first pod after install: %+v", m)
+		}
+		log, _ := os.ReadFile(n.path("netready.log"))
+		if !strings.Contains(string(log), "ADD done") {
+			t.Errorf("netready's log shows no ADD:\n%s", log)
+		}
+	})
+
+	t.Run("ungated pod", func(t *testing.T) {
+		n.t = t
+		n.program("plain")
+		n.createPod(nodePod("plain", false))
+		p := n.waitPod("plain", "Ready", time.Minute, podReady)
+		if m := n.markerFor(p); m == nil {
+			t.Error("the ungated pod has no marker")
+		}
+		if c := publish.Current(p, publish.DefaultConditionType); c != nil {
+			t.Errorf("the ungated pod got the condition %+v", c)
+		}
+	})
+
+	t.Run("gated pod, slow agent, onTimeout fail", func(t *testing.T) {
+		n.t = t
+		const delay = 3 * time.Second
+		programmed := n.programLater("held", delay)
+		created := time.Now()
+		n.createPod(nodePod("held", true))
+		var wrote time.Time
+		runningEarly := false
+		for waiting := true; waiting; {
+			select {
+			case wrote = <-programmed:
+				waiting = false
+			case <-time.After(100 * time.Millisecond):
+				if n.pod("held").Status.Phase == corev1.PodRunning {
+					runningEarly = true
+				}
+			}
+		}
+		if runningEarly {
+			t.Error("the pod ran before its network was programmed: ADD did not hold")
+		}
+		p := n.waitPod("held", "Ready", time.Minute, podReady)
+		readyAt := time.Now()
+		t.Logf("fail: agent programmed %.1fs after create; pod Ready %.2fs after that (kubectl get pod -w: ContainerCreating until then)",
+			wrote.Sub(created).Seconds(), readyAt.Sub(wrote).Seconds())
+		if readyAt.Sub(wrote) > 10*time.Second {
+			t.Errorf("Ready %.1fs after the agent programmed the pod", readyAt.Sub(wrote).Seconds())
+		}
+		if m := n.markerFor(p); m == nil || m.State != marker.StateReady || m.WaitedMs < 1000 {
+			t.Errorf("marker = %+v, want ready after a wait", m)
+		}
+		if c := publish.Current(p, publish.DefaultConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
+			t.Errorf("condition = %+v", c)
+		}
+	})
+
+	t.Run("agent down", func(t *testing.T) {
+		n.t = t
+		hb.paused.Store(true)
+		defer hb.paused.Store(false)
+		stale := time.Now()
+		var msg string
+		n.waitFor("Node NotReady", 2*time.Minute, func() bool {
+			var ok bool
+			ok, msg = n.ready()
+			return !ok && strings.Contains(msg, "netready")
+		})
+		t.Logf("agent down: Node Ready=False %.1fs after the heartbeat stopped: %s", time.Since(stale).Seconds(), msg)
+		if !strings.Contains(msg, "heartbeat") {
+			t.Errorf("the Node's message does not carry netready's STATUS message: %s", msg)
+		}
+		unscheduled := nodePod("later", false)
+		unscheduled.Spec.NodeName = ""
+		n.program("later")
+		n.createPod(unscheduled)
+		n.waitFor("FailedScheduling naming the taint", time.Minute, func() bool {
+			evs, _ := n.Admin.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+			for _, e := range evs.Items {
+				if e.Regarding.Name == "later" && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "taint") {
+					t.Logf("agent down: the scheduler: %s", e.Note)
+					return true
+				}
+			}
+			return false
+		})
+		if p := n.pod("later"); p.Spec.NodeName != "" {
+			t.Errorf("the scheduler placed a pod on the NotReady node")
+		}
+		hb.paused.Store(false)
+		back := time.Now()
+		n.waitFor("Node Ready again", 2*time.Minute, func() bool { ok, _ := n.ready(); return ok })
+		t.Logf("agent down: Node Ready %.1fs after the heartbeat came back", time.Since(back).Seconds())
+		n.waitPod("later", "scheduled and Running", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	})
+
+	t.Run("upgrade", func(t *testing.T) {
+		n.t = t
+		next := filepath.Join(t.TempDir(), "netready-dev2.tar")
+		if out, err := exec.Command("../../scripts/image.sh", binDir, "dev2", next).CombinedOutput(); err != nil {
+			t.Fatalf("image.sh: %v\n%s", err, out)
+		}
+		n.importImage(next)
+		// The new version's entry: ADD gives up after 2s and proceeds.
+		cm, err := n.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "netready-entry", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm.Data["entry.json"] = strings.Replace(strings.Replace(cm.Data["entry.json"], `"30s"`, `"2s"`, 1), `"fail"`, `"proceed"`, 1)
+		if _, err := n.Admin.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		rolled := time.Now()
+		n.kubectl("-n", "kube-system", "set", "image", "daemonset/netready", "install=ghcr.io/netready/netready:dev2", "sidecar=ghcr.io/netready/netready:dev2")
+		for i := range 3 {
+			name := fmt.Sprintf("roll-%d", i)
+			n.program(name)
+			n.createPod(nodePod(name, true))
+			time.Sleep(700 * time.Millisecond)
+		}
+		n.waitFor("the DaemonSet rolled to dev2", 2*time.Minute, func() bool {
+			pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+			return len(pods.Items) == 1 && pods.Items[0].Spec.Containers[0].Image == "ghcr.io/netready/netready:dev2" && podReady(&pods.Items[0])
+		})
+		n.waitFor("the new entry in place", time.Minute, func() bool { e := n.entry(); return e != nil && e["onTimeout"] == "proceed" })
+		t.Logf("upgrade: rolled to dev2 in %.1fs", time.Since(rolled).Seconds())
+		for i := range 3 {
+			name := fmt.Sprintf("roll-%d", i)
+			p := n.waitPod(name, "Ready", time.Minute, podReady)
+			if n.markerFor(p) == nil {
+				t.Errorf("%s, created during the roll, has no marker", name)
+			}
+		}
+		for _, name := range []string{"held", "plain", "first"} {
+			if !podReady(n.pod(name)) {
+				t.Errorf("%s is not Ready after the upgrade", name)
+			}
+		}
+		installed, _ := os.ReadFile(filepath.Join(n.BinDir, "netready"))
+		built, _ := os.ReadFile(filepath.Join(binDir, "netready"))
+		if !bytes.Equal(installed, built) {
+			t.Error("the plugin binary in the bin dir is not the image's")
+		}
+	})
+
+	t.Run("gated pod, slow agent, onTimeout proceed", func(t *testing.T) {
+		n.t = t
+		programmed := n.programLater("proceeding", 5*time.Second)
+		n.createPod(nodePod("proceeding", true))
+		p := n.waitPod("proceeding", "Running and not Ready", time.Minute, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning && !podReady(p)
+		})
+		if m := n.markerFor(p); m == nil || m.State != marker.StatePending {
+			t.Errorf("marker = %+v, want pending", m)
+		}
+		if c := publish.Current(p, publish.DefaultConditionType); c == nil || c.Status != corev1.ConditionFalse {
+			t.Logf("condition while pending: %+v", c)
+		}
+		wrote := <-programmed
+		p = n.waitPod("proceeding", "Ready", time.Minute, podReady)
+		t.Logf("proceed: pod Running unready, then Ready %.2fs after the agent programmed it", time.Since(wrote).Seconds())
+		if m := n.markerFor(p); m == nil || m.State != marker.StateReady {
+			t.Errorf("marker after the sidecar's re-check = %+v, want ready", m)
+		}
+	})
+
+	t.Run("uninstall", func(t *testing.T) {
+		n.t = t
+		n.kubectl("-n", "kube-system", "delete", "daemonset", "netready", "--wait=true")
+		// A terminating installer still in --watch would put the entry back.
+		n.waitFor("the netready pods gone", 2*time.Minute, func() bool {
+			pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+			return err == nil && len(pods.Items) == 0
+		})
+		if out, err := exec.Command(filepath.Join(binDir, "netready-install"), "--uninstall", "--conf-dir", n.ConfDir).CombinedOutput(); err != nil {
+			t.Fatalf("netready-install --uninstall: %v\n%s", err, out)
+		}
+		if e := n.entry(); e != nil {
+			t.Errorf("netready still in the conflist: %v", e)
+		}
+		n.waitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.runtimeHasNetready() })
+		n.createPod(nodePod("after", false))
+		p := n.waitPod("after", "Ready without netready", time.Minute, podReady)
+		if m := n.markerFor(p); m != nil {
+			t.Errorf("a pod created after uninstall has a marker: %+v", m)
+		}
+	})
+	n.t = t
+}
