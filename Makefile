@@ -9,7 +9,7 @@ CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
 
-.PHONY: all build image deps tools containerd k8s demo test unit integration bench fuzz lint clean
+.PHONY: all build image demo-node deps tools containerd k8s demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -38,6 +38,13 @@ k8s:
 
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
+
+# The node of the node test, one gated pod and a slow agent, watched with
+# kubectl get pod -w; then everything is torn down.
+demo-node: deps tools containerd k8s build image
+	$(TEST_ENV) scripts/preserve-host.sh \
+	  $(GO) test -tags 'integration demo' -count=1 -run '^TestNodeDemo$$' -v -timeout 10m ./test/integration/ 2>&1 | \
+	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
 test: deps tools containerd k8s build image unit integration
 
