@@ -23,19 +23,23 @@ import (
 	"github.com/netready/netready/pkg/publish"
 )
 
+// kubeconfig writes a kubeconfig for token and returns its path.
+func (a *apiServer) kubeconfig(name, token string) string {
+	path := filepath.Join(a.dir, name+".kubeconfig")
+	os.WriteFile(path, []byte(fmt.Sprintf(`apiVersion: v1
+kind: Config
+clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
+users: [{name: u, user: {token: %s}}]
+contexts: [{name: test, context: {cluster: test, user: u}}]
+current-context: test
+`, a.port, token)), 0o600)
+	return path
+}
+
 // kubectl runs the real kubectl as the admin against a.
 func (a *apiServer) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
-	kc := filepath.Join(a.dir, "admin.kubeconfig")
-	if _, err := os.Stat(kc); err != nil {
-		os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
-users: [{name: admin, user: {token: %s}}]
-contexts: [{name: test, context: {cluster: test, user: admin}}]
-current-context: test
-`, a.port, adminToken)), 0o600)
-	}
+	kc := a.kubeconfig("admin", adminToken)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(a.bins, "kubectl"), append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(a.dir, "kubectl-cache")}, args...)...)
@@ -171,14 +175,7 @@ func TestDeployAndAdmission(t *testing.T) {
 	}
 
 	t.Run("the real sidecar works under the policy", func(t *testing.T) {
-		kc := filepath.Join(a.dir, "bound.kubeconfig")
-		os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
-users: [{name: sidecar, user: {token: %s}}]
-contexts: [{name: test, context: {cluster: test, user: sidecar}}]
-current-context: test
-`, a.port, a.boundToken(t, self))), 0o600)
+		kc := a.kubeconfig("bound", a.boundToken(t, self))
 		host := plainPod("default", "gated-host", "node-a")
 		host.Spec.HostNetwork = true
 		host.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}

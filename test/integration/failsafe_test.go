@@ -125,13 +125,7 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			check: func(id string) map[string]any {
 				return map[string]any{"kind": "iptables", "chain": "NRM" + id, "match": "{{.IP}}"}
 			},
-			setup: func(t *testing.T, id string) {
-				mustRun(t, "iptables", "-w", "5", "-N", "NRM"+id)
-				t.Cleanup(func() {
-					exec.Command("iptables", "-w", "5", "-F", "NRM"+id).Run()
-					exec.Command("iptables", "-w", "5", "-X", "NRM"+id).Run()
-				})
-			},
+			setup: func(t *testing.T, id string) { iptablesChain(t, "NRM"+id) },
 			neighbor: func(id, p string) []string {
 				return ipt("-A", "NRM"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
 			},
@@ -142,13 +136,7 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			check: func(id string) map[string]any {
 				return map[string]any{"kind": "iptables", "chain": "NRC" + id, "match": "pod {{.PodNamespace}}/{{.PodName}}"}
 			},
-			setup: func(t *testing.T, id string) {
-				mustRun(t, "iptables", "-w", "5", "-N", "NRC"+id)
-				t.Cleanup(func() {
-					exec.Command("iptables", "-w", "5", "-F", "NRC"+id).Run()
-					exec.Command("iptables", "-w", "5", "-X", "NRC"+id).Run()
-				})
-			},
+			setup: func(t *testing.T, id string) { iptablesChain(t, "NRC"+id) },
 			neighbor: func(id, p string) []string {
 				return ipt("-A", "NRC"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
 			},
@@ -199,6 +187,16 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			}
 		})
 	}
+}
+
+// iptablesChain creates a filter chain that the test removes.
+func iptablesChain(t *testing.T, name string) {
+	t.Helper()
+	mustRun(t, "iptables", "-w", "5", "-N", name)
+	t.Cleanup(func() {
+		exec.Command("iptables", "-w", "5", "-F", name).Run()
+		exec.Command("iptables", "-w", "5", "-X", name).Run()
+	})
 }
 
 // TestHTTPNeverResolvesNames: the plugin runs with a resolver that records

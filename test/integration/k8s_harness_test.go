@@ -94,15 +94,7 @@ func startAPIServer(t testing.TB) *apiServer {
 	cfg := a.config(adminToken)
 	a.Admin = kubernetes.NewForConfigOrDie(cfg)
 	a.AgentConfig = a.config(agentToken)
-	a.AgentKubeconfig = filepath.Join(a.dir, "agent.kubeconfig")
-	kc := fmt.Sprintf(`apiVersion: v1
-kind: Config
-clusters: [{name: test, cluster: {server: "https://127.0.0.1:%d", insecure-skip-tls-verify: true}}]
-users: [{name: agent, user: {token: %s}}]
-contexts: [{name: test, context: {cluster: test, user: agent}}]
-current-context: test
-`, a.port, agentToken)
-	os.WriteFile(a.AgentKubeconfig, []byte(kc), 0o600)
+	a.AgentKubeconfig = a.kubeconfig("agent", agentToken)
 	a.applyRBAC()
 	// No controller-manager: pods need their service account to exist.
 	ctx := context.Background()
