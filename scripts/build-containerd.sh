@@ -7,7 +7,9 @@ out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
 CONTAINERD_VERSION=v2.4.2
 CRICTL_VERSION=v1.34.0
-stamp="$out/.built-$CONTAINERD_VERSION-$CRICTL_VERSION-$(sha256sum "$root/test/pause/main.go" "$root/scripts/build-containerd.sh" | sha256sum | cut -c1-12)"
+# The stamp hashes contents only, so that a clone in another folder (CI)
+# finds the cache.
+stamp="$out/.built-$CONTAINERD_VERSION-$CRICTL_VERSION-$(cat "$root/test/pause/main.go" "$root/scripts/build-containerd.sh" | sha256sum | cut -c1-12)"
 [ -f "$stamp" ] && exit 0
 mkdir -p "$out"
 echo "containerd: building containerd $CONTAINERD_VERSION, ctr, shim and crictl $CRICTL_VERSION into $out (a few minutes, once)"

@@ -7,7 +7,9 @@
 set -euo pipefail
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-stamp="$out/.built-$(sha256sum "$root/test/k8s/go.sum" "$root/scripts/build-k8s.sh" | sha256sum | cut -c1-16)"
+# The stamp hashes contents only, so that a clone in another folder (CI)
+# finds the cache.
+stamp="$out/.built-$(cat "$root/test/k8s/go.sum" "$root/scripts/build-k8s.sh" | sha256sum | cut -c1-16)"
 [ -f "$stamp" ] && exit 0
 mkdir -p "$out"
 version=$(cd "$root/test/k8s" && go list -m -f "{{.Version}}" k8s.io/kubernetes)

@@ -5,7 +5,7 @@
 set -euo pipefail
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-stamp="$out/.built-$(sha256sum "$root/test/tools/go.sum" | cut -c1-16)"
+stamp="$out/.built-$(sha256sum <"$root/test/tools/go.sum" | cut -c1-16)"
 [ -f "$stamp" ] && exit 0
 echo "tools: building CNI reference plugins and cnitool into $out"
 mkdir -p "$out"
