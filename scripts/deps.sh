@@ -9,6 +9,7 @@ command -v iptables >/dev/null || need+=(iptables)
 command -v nft >/dev/null      || need+=(nftables)
 command -v jq >/dev/null       || need+=(jq)
 command -v runc >/dev/null     || need+=(runc)
+command -v file >/dev/null     || need+=(file)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -19,6 +20,6 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq
   DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
 fi
-for c in ip iptables ip6tables nft jq runc; do
+for c in ip iptables ip6tables nft jq runc file; do
   command -v "$c" >/dev/null || { echo "deps: $c is still missing" >&2; exit 1; }
 done
