@@ -30,9 +30,11 @@ func TestImage(t *testing.T) {
 	if len(index.Manifests) != 1 || !strings.HasPrefix(index.Manifests[0].Annotations["io.containerd.image.name"], "ghcr.io/netready/netready:") {
 		t.Fatalf("index.json = %+v, want one manifest named ghcr.io/netready/netready:<version>", index)
 	}
-	blob := func(digest string) string { return filepath.Join(dir, "blobs", "sha256", strings.TrimPrefix(digest, "sha256:")) }
+	blob := func(digest string) string {
+		return filepath.Join(dir, "blobs", "sha256", strings.TrimPrefix(digest, "sha256:"))
+	}
 	var manifest struct {
-		Config struct{ Digest string } `json:"config"`
+		Config struct{ Digest string }   `json:"config"`
 		Layers []struct{ Digest string } `json:"layers"`
 	}
 	readJSON(t, blob(index.Manifests[0].Digest), &manifest)
