@@ -18,9 +18,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
+	"k8s.io/apimachinery/pkg/watch"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/events"
@@ -52,7 +53,7 @@ type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s
 // happens under it.
 type controller struct {
 	opts     options
-	client   kubernetes.Interface
+	client   corev1client.CoreV1Interface
 	log      *slog.Logger
 	metrics  *metrics
 	store    marker.Store
@@ -95,7 +96,7 @@ type markerRef struct {
 	uid    types.UID
 }
 
-func newController(o options, client kubernetes.Interface, recorder events.EventRecorder, log *slog.Logger, m *metrics) *controller {
+func newController(o options, client corev1client.CoreV1Interface, recorder events.EventRecorder, log *slog.Logger, m *metrics) *controller {
 	return &controller{
 		opts: o, client: client, log: log, metrics: m, recorder: recorder,
 		store: marker.Store{Dir: o.StateDir},
@@ -130,16 +131,14 @@ func (c *controller) run(ctx context.Context) error {
 	if err := os.MkdirAll(c.opts.StateDir, 0o755); err != nil {
 		return err
 	}
-	factory := informers.NewSharedInformerFactoryWithOptions(c.client, 0,
-		informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.FieldSelector = "spec.nodeName=" + c.opts.NodeName }))
-	podInformer := factory.Core().V1().Pods()
-	c.pods = podInformer.Lister()
-	podInformer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+	informer := c.podInformer()
+	c.pods = corelisters.NewPodLister(informer.GetIndexer())
+	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onPod,
 		UpdateFunc: func(_, obj any) { c.onPod(obj) },
 		DeleteFunc: c.onPodDeleted,
 	})
-	factory.Start(ctx.Done())
+	go informer.Run(ctx.Done())
 
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -150,7 +149,7 @@ func (c *controller) run(ctx context.Context) error {
 		return fmt.Errorf("watch %s: %w", c.opts.StateDir, err)
 	}
 	c.log.Info("waiting for the pod cache", "node", c.opts.NodeName)
-	if !cache.WaitForCacheSync(ctx.Done(), podInformer.Informer().HasSynced) {
+	if !cache.WaitForCacheSync(ctx.Done(), informer.HasSynced) {
 		return ctx.Err()
 	}
 	// Watch first, then read everything: nothing written in between is
@@ -191,6 +190,34 @@ func (c *controller) run(ctx context.Context) error {
 			c.scan(w)
 		}
 	}
+}
+
+// podInformer lists and watches this node's pods only (by field
+// selector), and keeps of each only what the sidecar reads: managedFields
+// are dropped, which is most of a pod object's memory.
+func (c *controller) podInformer() cache.SharedIndexInformer {
+	selector := "spec.nodeName=" + c.opts.NodeName
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return c.client.Pods("").List(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return c.client.Pods("").Watch(context.Background(), o)
+		},
+	}
+	// As client-go's own informers do: a client that cannot stream lists
+	// (a fake) says so, and the reflector lists instead.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c.client), &corev1.Pod{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf.SetTransform(func(obj any) (any, error) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			pod.ManagedFields = nil
+		}
+		return obj, nil
+	})
+	return inf
 }
 
 // scan watches every network folder and reads every marker.
@@ -355,7 +382,7 @@ func (c *controller) process(ctx context.Context, key string) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	_, err = c.client.CoreV1().Pods(pod.Namespace).Patch(actx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	_, err = c.client.Pods(pod.Namespace).Patch(actx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):

@@ -14,6 +14,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 
@@ -46,10 +47,6 @@ func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 		edit(&o)
 	}
 	h := &harness{t: t, store: marker.Store{Dir: o.StateDir}, recorder: events.NewFakeRecorder(100)}
-	objs := make([]any, 0, len(pods))
-	for _, p := range pods {
-		objs = append(objs, p)
-	}
 	h.client = fake.NewClientset()
 	for _, p := range pods {
 		if _, err := h.client.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
@@ -57,7 +54,7 @@ func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 		}
 	}
 	h.client.ClearActions()
-	h.c = newController(o, h.client, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
+	h.c = newController(o, fakeCore{h.client.CoreV1()}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
 	// Re-checks block until stopped: the test writes markers itself.
 	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
 		h.mu.Lock()
@@ -98,6 +95,12 @@ func (h *harness) writeMarker(pod *corev1.Pod, network, ifName, state string, cr
 		h.t.Fatal(err)
 	}
 }
+
+// fakeCore is the fake's core/v1 client, saying what the fake Clientset
+// says: it cannot stream lists, so the reflector lists instead.
+type fakeCore struct{ corev1client.CoreV1Interface }
+
+func (fakeCore) IsWatchListSemanticsUnSupported() bool { return true }
 
 // patches counts pods/status patches sent so far.
 func (h *harness) patches() int {

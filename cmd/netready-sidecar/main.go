@@ -20,9 +20,11 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/kubernetes/scheme"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/client-go/tools/events"
@@ -78,9 +80,16 @@ func run(args []string) int {
 		return 1
 	}
 	cfg.UserAgent = "netready-sidecar"
-	client, err := kubernetes.NewForConfig(cfg)
+	// Only the two API groups the sidecar uses: the full clientset links
+	// every group, and tripled the binary.
+	client, err := corev1client.NewForConfig(cfg)
 	if err != nil {
 		log.Error("Kubernetes client", "err", err)
+		return 1
+	}
+	eventsClient, err := eventsv1client.NewForConfig(cfg)
+	if err != nil {
+		log.Error("Kubernetes events client", "err", err)
 		return 1
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
@@ -88,10 +97,16 @@ func run(args []string) int {
 
 	// events/v1, with client-go's own spam filter and series aggregation,
 	// so that a crash-looping pod cannot flood the API.
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: client.EventsV1()})
+	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventsClient})
 	broadcaster.StartRecordingToSink(ctx.Done())
 	defer broadcaster.Shutdown()
-	recorder := broadcaster.NewRecorder(scheme.Scheme, "netready-sidecar")
+	// The recorder needs the kind of what Events are about: pods only.
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		log.Error("scheme", "err", err)
+		return 1
+	}
+	recorder := broadcaster.NewRecorder(scheme, "netready-sidecar")
 
 	reg := prometheus.NewRegistry()
 	c := newController(o, client, recorder, log, newMetrics(reg))
