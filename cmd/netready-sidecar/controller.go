@@ -437,12 +437,17 @@ func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), true
 }
 
-// sandboxUp reports whether the pod's sandbox is up (it has an IP, or
-// PodReadyToStartContainers is True) and since when, as best known.
+// sandboxUp reports whether the pod's sandbox is up and since when, as
+// best known: PodReadyToStartContainers when kubelet reports it (it turns
+// False while a sandbox is recreated, when the old IP may still show),
+// else an IP. A terminating pod is never judged: DEL removed its markers.
 func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
+	if pod.DeletionTimestamp != nil {
+		return time.Time{}, false
+	}
 	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReadyToStartContainers && cond.Status == corev1.ConditionTrue {
-			return cond.LastTransitionTime.Time, true
+		if cond.Type == corev1.PodReadyToStartContainers {
+			return cond.LastTransitionTime.Time, cond.Status == corev1.ConditionTrue
 		}
 	}
 	if pod.Status.PodIP == "" {

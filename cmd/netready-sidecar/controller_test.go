@@ -282,3 +282,28 @@ func TestPendingNeverGivenUp(t *testing.T) {
 		t.Errorf("events = %q, want one Warning NetworkNotProgrammed", evs)
 	}
 }
+
+func TestSandboxUp(t *testing.T) {
+	t0 := time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)
+	prtsc := func(s corev1.ConditionStatus) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: s, LastTransitionTime: metav1.NewTime(t0)}
+	}
+	tests := []struct {
+		name string
+		pod  corev1.Pod
+		want bool
+	}{
+		{"nothing yet", corev1.Pod{}, false},
+		{"an IP, no condition (older kubelet)", corev1.Pod{Status: corev1.PodStatus{PodIP: "10.200.0.5"}}, true},
+		{"condition True", corev1.Pod{Status: corev1.PodStatus{Conditions: []corev1.PodCondition{prtsc(corev1.ConditionTrue)}}}, true},
+		{"sandbox being recreated: condition False, old IP", corev1.Pod{Status: corev1.PodStatus{PodIP: "10.200.0.5",
+			Conditions: []corev1.PodCondition{prtsc(corev1.ConditionFalse)}}}, false},
+		{"terminating", corev1.Pod{ObjectMeta: metav1.ObjectMeta{DeletionTimestamp: &metav1.Time{Time: t0}},
+			Status: corev1.PodStatus{PodIP: "10.200.0.5", Conditions: []corev1.PodCondition{prtsc(corev1.ConditionTrue)}}}, false},
+	}
+	for _, tt := range tests {
+		if _, got := sandboxUp(&tt.pod); got != tt.want {
+			t.Errorf("%s: sandboxUp = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
