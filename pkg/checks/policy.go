@@ -3,6 +3,7 @@ package checks
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -53,12 +54,19 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			return &fileCheck{kind: config.KindFile, path: filepath.Clean(path), contains: contains}, nil
 		})
 	case config.KindHTTP:
+		if cc.Preset == config.PresetCilium {
+			c, err := ciliumCheck(cc.URL, att)
+			if err != nil {
+				return nil, err
+			}
+			return []Check{c}, nil
+		}
 		return perIP(cc, att, func(p config.Placeholders) (Check, error) {
 			raw, path := cc.URL, cc.Path
 			if err := expandAll(p, &raw, &path); err != nil {
 				return nil, err
 			}
-			return NewHTTPCheck(raw, path)
+			return NewHTTPCheck(raw, path, ExpectJudge(cc.Expect))
 		})
 	}
 	return nil, fmt.Errorf("unknown check kind %q", cc.Kind)
@@ -221,20 +229,29 @@ func CalicoStatusFileName(namespace, pod, ifName string) string {
 	return url.PathEscape("k8s") + " " + url.PathEscape(namespace+"/"+pod) + " " + url.PathEscape(ifName)
 }
 
-// httpCheck: a loopback or unix-socket endpoint answers 2xx.
+// httpCheck: a loopback or unix-socket endpoint answers 2xx, and, with a
+// judge, its JSON answer says ready.
 type httpCheck struct {
 	url    string // what the request is sent to
 	target string // what messages show
 	client *http.Client
+	judge  Judge
 }
+
+// Judge reads an endpoint's decoded JSON answer: ready, or why not.
+type Judge func(doc any) (bool, string)
+
+// maxHTTPBody bounds how much of an answer is read.
+const maxHTTPBody = 1 << 20
 
 // httpRequestTimeout caps one request, so that an endpoint that hangs once
 // is asked again before the deadline.
 const httpRequestTimeout = time.Second
 
 // NewHTTPCheck checks that a loopback http:// or unix:// endpoint answers
-// 2xx; STATUS uses it for agents too.
-func NewHTTPCheck(raw, path string) (Check, error) {
+// 2xx and, if judge is not nil, that judge finds its JSON answer ready. A
+// 404 is "not yet". STATUS uses it for agents too.
+func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, never("url %q: %v", raw, err)
@@ -242,7 +259,7 @@ func NewHTTPCheck(raw, path string) (Check, error) {
 	// Never a proxy, never DNS: only loopback or the socket is dialled.
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	dialer := &net.Dialer{}
-	c := &httpCheck{target: raw}
+	c := &httpCheck{target: raw, judge: judge}
 	switch u.Scheme {
 	case "unix":
 		sock := u.Path
@@ -292,9 +309,23 @@ func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("no answer: %v", err), nil
 	}
 	defer resp.Body.Close()
-	io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
-	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBody+1))
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return false, "not there yet (404)", nil
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return false, fmt.Sprintf("answered %s", resp.Status), nil
+	case c.judge == nil:
+		return true, "", nil
+	case err != nil:
+		return false, fmt.Sprintf("reading the answer: %v", err), nil
+	case len(body) > maxHTTPBody:
+		return false, fmt.Sprintf("the answer is larger than %d bytes", maxHTTPBody), nil
 	}
-	return true, "", nil
+	var doc any
+	if err := json.Unmarshal(body, &doc); err != nil {
+		return false, fmt.Sprintf("the answer is not JSON: %v", err), nil
+	}
+	ready, why := c.judge(doc)
+	return ready, why, nil
 }

@@ -2,6 +2,7 @@ package config
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
@@ -22,6 +23,9 @@ const (
 	KindHTTP     = "http"
 
 	PresetCalico = "calico"
+	PresetCilium = "cilium"
+	// DefaultCiliumSocket is where the Cilium agent serves its REST API.
+	DefaultCiliumSocket = "unix:///var/run/cilium/cilium.sock"
 	// DefaultCalicoStatusDir is Felix's default EndpointStatusPathPrefix
 	// plus its per-endpoint folder.
 	DefaultCalicoStatusDir = "/var/run/calico/endpoint-status"
@@ -43,8 +47,56 @@ type CheckConf struct {
 	Path     string `json:"path,omitempty"`
 	Contains string `json:"contains,omitempty"`
 	Preset   string `json:"preset,omitempty"`
-	// http
-	URL string `json:"url,omitempty"`
+	// http; with preset "cilium", URL is the agent's socket.
+	URL    string        `json:"url,omitempty"`
+	Expect []Expectation `json:"expect,omitempty"`
+}
+
+// Expectation is one condition on the JSON an http check's endpoint
+// answers: the value at Path equals Equals, or, with AtLeast, the number
+// at Path is >= the number at the path AtLeast names. Paths are
+// dot-separated keys, or indices into arrays: "status.policy.spec.policy-revision".
+type Expectation struct {
+	Path    string          `json:"path"`
+	Equals  json.RawMessage `json:"equals,omitempty"`
+	AtLeast string          `json:"atLeast,omitempty"`
+}
+
+// UnmarshalJSON is strict, as every other part of a check is.
+func (e *Expectation) UnmarshalJSON(b []byte) error {
+	type plain Expectation
+	return StrictUnmarshal(b, (*plain)(e))
+}
+
+// Validate checks one expectation; errors name the field.
+func (e *Expectation) Validate() error {
+	var errs []error
+	if err := validPath(e.Path); err != nil {
+		errs = append(errs, fmt.Errorf(`"path" %q: %w`, e.Path, err))
+	}
+	switch {
+	case len(e.Equals) > 0 && e.AtLeast != "":
+		errs = append(errs, errors.New(`give either "equals" or "atLeast", not both`))
+	case len(e.Equals) == 0 && e.AtLeast == "":
+		errs = append(errs, errors.New(`"equals" or "atLeast" is required`))
+	case e.AtLeast != "":
+		if err := validPath(e.AtLeast); err != nil {
+			errs = append(errs, fmt.Errorf(`"atLeast" %q: %w`, e.AtLeast, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func validPath(p string) error {
+	if p == "" {
+		return errors.New("is empty")
+	}
+	for _, seg := range strings.Split(p, ".") {
+		if seg == "" {
+			return errors.New("has an empty segment")
+		}
+	}
+	return nil
 }
 
 // Placeholders are the values a check's strings may use, e.g. {{.IP}}.
@@ -66,6 +118,10 @@ func (c *CheckConf) Defaults() {
 	case KindFile:
 		if c.Preset == PresetCalico && c.Path == "" {
 			c.Path = DefaultCalicoStatusDir
+		}
+	case KindHTTP:
+		if c.Preset == PresetCilium && c.URL == "" {
+			c.URL = DefaultCiliumSocket
 		}
 	}
 }
@@ -122,17 +178,34 @@ func (c *CheckConf) Validate() error {
 				errs = append(errs, errors.New(`"contains" does not apply to "preset": "calico"`))
 			}
 		default:
-			errs = append(errs, fmt.Errorf(`"preset" %q is unknown; the only preset is "calico"`, c.Preset))
+			errs = append(errs, fmt.Errorf(`"preset" %q is unknown for kind "file"; the only one is "calico"`, c.Preset))
 		}
 		if c.Path != "" && !filepath.IsAbs(strings.SplitN(c.Path, "{{", 2)[0]) {
 			errs = append(errs, fmt.Errorf(`"path" %q must be absolute`, c.Path))
 		}
 	case KindHTTP:
 		need("url", c.URL)
-		allow("path")
+		allow("path", "preset")
+		switch c.Preset {
+		case "":
+		case PresetCilium:
+			if c.Path != "" || len(c.Expect) > 0 {
+				errs = append(errs, errors.New(`"path" and "expect" do not apply to "preset": "cilium": it asks for the pod's endpoint and knows what ready means`))
+			}
+			if c.URL != "" && !strings.HasPrefix(c.URL, "unix://") {
+				errs = append(errs, fmt.Errorf(`"url" %q: the Cilium agent serves its API on a unix:// socket`, c.URL))
+			}
+		default:
+			errs = append(errs, fmt.Errorf(`"preset" %q is unknown for kind "http"; the only one is "cilium"`, c.Preset))
+		}
 		if c.URL != "" {
 			if err := validateHTTPURL(c.URL, c.Path); err != nil {
 				errs = append(errs, err)
+			}
+		}
+		for i := range c.Expect {
+			if err := c.Expect[i].Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("expect[%d]: %w", i, err))
 			}
 		}
 	case "":
@@ -144,6 +217,9 @@ func (c *CheckConf) Validate() error {
 		if value != "" && !allowed[field] {
 			errs = append(errs, fmt.Errorf("%q does not apply to kind %q", field, c.Kind))
 		}
+	}
+	if len(c.Expect) > 0 && c.Kind != KindHTTP {
+		errs = append(errs, fmt.Errorf(`"expect" does not apply to kind %q`, c.Kind))
 	}
 	for field, value := range c.fields() {
 		if _, err := Expand(value, Placeholders{}); err != nil {

@@ -31,6 +31,8 @@ type AgentConf struct {
 	URL    string `json:"url,omitempty"`
 	Path   string `json:"path,omitempty"`
 	MaxAge string `json:"maxAge,omitempty"`
+	// Expect applies to kind http, as for http checks.
+	Expect []Expectation `json:"expect,omitempty"`
 
 	// MaxAgeDuration is MaxAge parsed.
 	MaxAgeDuration time.Duration `json:"-"`
@@ -87,10 +89,16 @@ func (a *AgentConf) Validate() error {
 		if a.MaxAge != "" {
 			return errors.New(`"maxAge" applies only to kind "file"`)
 		}
-		return validateHTTPURL(a.URL, a.Path)
+		errs := []error{validateHTTPURL(a.URL, a.Path)}
+		for i := range a.Expect {
+			if err := a.Expect[i].Validate(); err != nil {
+				errs = append(errs, fmt.Errorf("expect[%d]: %w", i, err))
+			}
+		}
+		return errors.Join(errs...)
 	case AgentFile:
-		if a.URL != "" {
-			return errors.New(`"url" applies only to kind "http"`)
+		if a.URL != "" || len(a.Expect) > 0 {
+			return errors.New(`"url" and "expect" apply only to kind "http"`)
 		}
 		if !filepath.IsAbs(a.Path) {
 			return fmt.Errorf(`"path" %q must be an absolute path`, a.Path)

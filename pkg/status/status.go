@@ -258,7 +258,7 @@ func ipInt(ip net.IP) *big.Int {
 func checkAgent(ctx context.Context, a *config.AgentConf, now time.Time) error {
 	switch a.Kind {
 	case config.AgentHTTP:
-		c, err := checks.NewHTTPCheck(a.URL, a.Path)
+		c, err := checks.NewHTTPCheck(a.URL, a.Path, checks.ExpectJudge(a.Expect))
 		if err != nil {
 			return fmt.Errorf("agent %s: %w", a.URL, err)
 		}
