@@ -11,6 +11,11 @@ command -v jq >/dev/null       || need+=(jq)
 command -v runc >/dev/null     || need+=(runc)
 command -v file >/dev/null     || need+=(file)
 
+# ovsdb-server for the ovn-kubernetes preset's tests. Installing the
+# package must not start Open vSwitch on the host: policy-rc.d (exit 101)
+# forbids service starts for the duration.
+command -v ovsdb-server >/dev/null || need+=(openvswitch-switch)
+
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
     echo "deps: missing ${need[*]} and not root: install them with apt-get" >&2
@@ -18,8 +23,15 @@ if [ ${#need[@]} -gt 0 ]; then
   fi
   echo "deps: installing ${need[*]}"
   apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
+  made_policy=0
+  if [ ! -e /usr/sbin/policy-rc.d ]; then
+    printf '#!/bin/sh\nexit 101\n' > /usr/sbin/policy-rc.d && chmod +x /usr/sbin/policy-rc.d && made_policy=1
+  fi
+  rc=0
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null || rc=$?
+  [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
+  [ $rc = 0 ] || exit $rc
 fi
-for c in ip iptables ip6tables nft jq runc file; do
+for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl; do
   command -v "$c" >/dev/null || { echo "deps: $c is still missing" >&2; exit 1; }
 done

@@ -53,6 +53,8 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			}
 			return &fileCheck{kind: config.KindFile, path: filepath.Clean(path), contains: contains}, nil
 		})
+	case config.KindOVSDB:
+		return []Check{newOVNCheck(cc.Socket, att)}, nil
 	case config.KindHTTP:
 		if cc.Preset == config.PresetCilium {
 			c, err := ciliumCheck(cc.URL, att)

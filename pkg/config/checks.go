@@ -21,9 +21,13 @@ const (
 	KindNFTables = "nftables"
 	KindFile     = "file"
 	KindHTTP     = "http"
+	KindOVSDB    = "ovsdb"
 
-	PresetCalico = "calico"
-	PresetCilium = "cilium"
+	PresetCalico        = "calico"
+	PresetCilium        = "cilium"
+	PresetOVNKubernetes = "ovn-kubernetes"
+	// DefaultOVSDBSocket is Open vSwitch's database socket.
+	DefaultOVSDBSocket = "/var/run/openvswitch/db.sock"
 	// DefaultCiliumSocket is where the Cilium agent serves its REST API.
 	DefaultCiliumSocket = "unix:///var/run/cilium/cilium.sock"
 	// DefaultCalicoStatusDir is Felix's default EndpointStatusPathPrefix
@@ -50,6 +54,8 @@ type CheckConf struct {
 	// http; with preset "cilium", URL is the agent's socket.
 	URL    string        `json:"url,omitempty"`
 	Expect []Expectation `json:"expect,omitempty"`
+	// ovsdb
+	Socket string `json:"socket,omitempty"`
 }
 
 // Expectation is one condition on the JSON an http check's endpoint
@@ -122,6 +128,10 @@ func (c *CheckConf) Defaults() {
 	case KindHTTP:
 		if c.Preset == PresetCilium && c.URL == "" {
 			c.URL = DefaultCiliumSocket
+		}
+	case KindOVSDB:
+		if c.Socket == "" {
+			c.Socket = DefaultOVSDBSocket
 		}
 	}
 }
@@ -208,10 +218,18 @@ func (c *CheckConf) Validate() error {
 				errs = append(errs, fmt.Errorf("expect[%d]: %w", i, err))
 			}
 		}
+	case KindOVSDB:
+		allow("preset", "socket")
+		if c.Preset != PresetOVNKubernetes {
+			errs = append(errs, fmt.Errorf(`"preset" %q: kind "ovsdb" needs "preset": "ovn-kubernetes"`, c.Preset))
+		}
+		if c.Socket != "" && !filepath.IsAbs(c.Socket) {
+			errs = append(errs, fmt.Errorf(`"socket" %q must be an absolute path`, c.Socket))
+		}
 	case "":
 		return errors.New(`"kind" is required`)
 	default:
-		return fmt.Errorf(`unknown check "kind" %q: use one of address, route, gateway, iptables, nftables, file, http`, c.Kind)
+		return fmt.Errorf(`unknown check "kind" %q: use one of address, route, gateway, iptables, nftables, file, http, ovsdb`, c.Kind)
 	}
 	for field, value := range c.fields() {
 		if value != "" && !allowed[field] {
@@ -232,7 +250,7 @@ func (c *CheckConf) Validate() error {
 func (c *CheckConf) fields() map[string]string {
 	return map[string]string{
 		"table": c.Table, "chain": c.Chain, "match": c.Match, "family": c.Family, "set": c.Set,
-		"path": c.Path, "contains": c.Contains, "preset": c.Preset, "url": c.URL,
+		"path": c.Path, "contains": c.Contains, "preset": c.Preset, "url": c.URL, "socket": c.Socket,
 	}
 }
 

@@ -45,7 +45,8 @@ func TestParseFull(t *testing.T) {
 	c, err := Parse(conf(`"timeout":"1500ms","onTimeout":"proceed","stateDir":"/tmp/x","logFile":"/tmp/x.log",
 		"checks":[{"kind":"gateway"},{"kind":"iptables","chain":"FWD","match":"{{.IP}}"},
 		{"kind":"nftables","table":"t","set":"pods"},{"kind":"file","preset":"calico"},
-		{"kind":"http","url":"unix:///run/a.sock","path":"/ready"}],
+		{"kind":"http","url":"unix:///run/a.sock","path":"/ready"},
+		{"kind":"http","preset":"cilium"},{"kind":"ovsdb","preset":"ovn-kubernetes"}],
 		"status":{"ipam":"auto","agents":[{"kind":"file","path":"/run/hb","maxAge":"30s"}]}`))
 	if err != nil {
 		t.Fatalf("Parse: %v", err)
@@ -59,6 +60,8 @@ func TestParseFull(t *testing.T) {
 		{Kind: "nftables", Family: "inet", Table: "t", Set: "pods"},
 		{Kind: "file", Preset: "calico", Path: DefaultCalicoStatusDir},
 		{Kind: "http", URL: "unix:///run/a.sock", Path: "/ready"},
+		{Kind: "http", Preset: "cilium", URL: DefaultCiliumSocket},
+		{Kind: "ovsdb", Preset: "ovn-kubernetes", Socket: DefaultOVSDBSocket},
 	}
 	if diff := cmp.Diff(wantChecks, c.Checks); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
@@ -113,6 +116,9 @@ func TestParseErrors(t *testing.T) {
 		{"cilium preset over http", `"checks":[{"kind":"http","preset":"cilium","url":"http://127.0.0.1:1/"}]`, []string{`serves its API on a unix:// socket`}},
 		{"unknown http preset", `"checks":[{"kind":"http","preset":"calico","url":"http://127.0.0.1:1/"}]`, []string{`"preset" "calico" is unknown for kind "http"`}},
 		{"status agent expect", `"status":{"agents":[{"kind":"http","url":"http://127.0.0.1:1/","expect":[{"path":"x"}]}]}`, []string{`agents[0]`, `expect[0]`}},
+		{"ovsdb without preset", `"checks":[{"kind":"ovsdb"}]`, []string{`kind "ovsdb" needs "preset": "ovn-kubernetes"`}},
+		{"ovsdb relative socket", `"checks":[{"kind":"ovsdb","preset":"ovn-kubernetes","socket":"db.sock"}]`, []string{`"socket" "db.sock" must be an absolute path`}},
+		{"socket on another kind", `"checks":[{"kind":"file","path":"/x","socket":"/y"}]`, []string{`"socket" does not apply to kind "file"`}},
 		{"status agent name", `"status":{"agents":[{"kind":"http","url":"http://localhost.localdomain:9099/"}]}`, []string{`agents[0]`, `the host must be an IP literal`}},
 		{"http relative unix socket", `"checks":[{"kind":"http","url":"unix://run/a.sock"}]`, []string{`must be unix:///absolute/path.sock`}},
 		{"bad placeholder", `"checks":[{"kind":"iptables","chain":"C","match":"{{.PodIP}}"}]`, []string{`"match"`, `bad placeholder`}},

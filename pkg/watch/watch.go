@@ -14,6 +14,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+
+	"github.com/netready/netready/pkg/ovsdb"
 )
 
 // Kind is a kind of event source.
@@ -29,10 +31,13 @@ const (
 	Dir
 	// NFTables is nftables netlink notifications in a netns.
 	NFTables
+	// OVSDB is a monitor of Open_vSwitch's Interface table on the OVSDB
+	// server whose unix socket is Path.
+	OVSDB
 )
 
 func (k Kind) String() string {
-	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables"}[k]
+	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table"}[k]
 }
 
 // Source names one event stream. NetNS "" is the caller's own netns.
@@ -174,6 +179,8 @@ func openStream(ctx context.Context, src Source) (<-chan struct{}, error) {
 		return openDir(ctx, src.Path)
 	case NFTables:
 		return openNFTables(ctx, src.NetNS)
+	case OVSDB:
+		return ovsdb.Monitor(ctx, src.Path, "Open_vSwitch", "Interface", []string{"external_ids"})
 	}
 	var nsh *netns.NsHandle
 	if src.NetNS != "" {

@@ -141,7 +141,7 @@ func newNet(t testing.TB, file string, edit func(n *testNet, list map[string]any
 			p["stateDir"] = n.StateDir
 			p["logFile"] = n.LogFile
 		}
-		if ipam, ok := p["ipam"].(map[string]any); ok {
+		if ipam, ok := p["ipam"].(map[string]any); ok && ipam["ranges"] != nil {
 			ipam["dataDir"] = ipamDir
 			var ranges []any
 			for _, r := range ipam["ranges"].([]any) {

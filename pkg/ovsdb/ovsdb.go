@@ -1,0 +1,174 @@
+// Package ovsdb owns talking to an OVSDB server (RFC 7047) on its unix
+// socket: one bounded JSON-RPC select of rows, and a monitor whose updates
+// only say that something changed. It is the few calls netready needs, not
+// a general client, which keeps the plugin small.
+package ovsdb
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"time"
+)
+
+// maxAnswer bounds what one select reads; a monitor connection is closed
+// (and reopened by its caller) after maxStream bytes.
+const (
+	maxAnswer = 4 << 20
+	maxStream = 64 << 20
+)
+
+// Row is one row, its columns as OVSDB encodes them.
+type Row map[string]json.RawMessage
+
+// message is a JSON-RPC 1.0 request, reply or notification.
+type message struct {
+	Method string          `json:"method,omitempty"`
+	Params json.RawMessage `json:"params,omitempty"`
+	Result json.RawMessage `json:"result,omitempty"`
+	Error  json.RawMessage `json:"error,omitempty"`
+	ID     json.RawMessage `json:"id"`
+}
+
+func dial(ctx context.Context, socket string) (net.Conn, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", socket)
+	if err != nil {
+		return nil, fmt.Errorf("OVSDB at %s: %w", socket, err)
+	}
+	return conn, nil
+}
+
+// Select returns the rows of table that match where (OVSDB conditions,
+// e.g. [["external_ids","includes",["map",[["sandbox","abc"]]]]]), with the
+// given columns. It ends by ctx's deadline.
+func Select(ctx context.Context, socket, database, table string, where []any, columns []string) ([]Row, error) {
+	conn, err := dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	defer conn.Close()
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	op := map[string]any{"op": "select", "table": table, "where": where, "columns": columns}
+	if err := send(conn, "transact", []any{database, op}, 1); err != nil {
+		return nil, err
+	}
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxAnswer)))
+	for {
+		var m message
+		if err := dec.Decode(&m); err != nil {
+			return nil, fmt.Errorf("OVSDB at %s: %w", socket, err)
+		}
+		if m.Method == "echo" {
+			if err := reply(conn, m); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		if string(m.ID) != "1" {
+			continue
+		}
+		if len(m.Error) > 0 && string(m.Error) != "null" {
+			return nil, fmt.Errorf("OVSDB at %s: %s", socket, m.Error)
+		}
+		var results []struct {
+			Rows  []Row  `json:"rows"`
+			Error string `json:"error"`
+		}
+		if err := json.Unmarshal(m.Result, &results); err != nil || len(results) != 1 {
+			return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, m.Result)
+		}
+		if results[0].Error != "" {
+			return nil, fmt.Errorf("OVSDB at %s: %s", socket, results[0].Error)
+		}
+		return results[0].Rows, nil
+	}
+}
+
+// Monitor watches table's columns and sends a token on each update. The
+// channel closes when ctx ends or the connection fails.
+func Monitor(ctx context.Context, socket, database, table string, columns []string) (<-chan struct{}, error) {
+	conn, err := dial(ctx, socket)
+	if err != nil {
+		return nil, err
+	}
+	req := map[string]any{table: map[string]any{"columns": columns, "select": map[string]bool{"initial": false, "insert": true, "delete": true, "modify": true}}}
+	if err := send(conn, "monitor", []any{database, nil, req}, "netready-monitor"); err != nil {
+		conn.Close()
+		return nil, err
+	}
+	out := make(chan struct{}, 1)
+	go func() {
+		defer close(out)
+		defer conn.Close()
+		stop := context.AfterFunc(ctx, func() { conn.Close() })
+		defer stop()
+		dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxStream)))
+		for {
+			var m message
+			if err := dec.Decode(&m); err != nil {
+				return
+			}
+			switch {
+			case m.Method == "echo":
+				if reply(conn, m) != nil {
+					return
+				}
+			case m.Method == "update", m.Method == "update2", m.Method == "update3":
+				select {
+				case out <- struct{}{}:
+				default:
+				}
+			case len(m.Error) > 0 && string(m.Error) != "null":
+				return // the monitor request failed
+			}
+		}
+	}()
+	return out, nil
+}
+
+func send(conn net.Conn, method string, params []any, id any) error {
+	data, err := json.Marshal(map[string]any{"method": method, "params": params, "id": id})
+	if err != nil {
+		return err
+	}
+	if _, err := conn.Write(data); err != nil {
+		return fmt.Errorf("OVSDB: %w", err)
+	}
+	return nil
+}
+
+// reply answers the server's echo, which keeps the session alive.
+func reply(conn net.Conn, m message) error {
+	data, _ := json.Marshal(map[string]any{"result": m.Params, "error": nil, "id": m.ID})
+	if _, err := conn.Write(data); err != nil {
+		return fmt.Errorf("OVSDB: %w", err)
+	}
+	return nil
+}
+
+// MapValue reads key from an OVSDB map column (["map", [[k, v], ...]]).
+func MapValue(col json.RawMessage, key string) (string, bool) {
+	var m []json.RawMessage
+	if json.Unmarshal(col, &m) != nil || len(m) != 2 {
+		return "", false
+	}
+	var kind string
+	if json.Unmarshal(m[0], &kind) != nil || kind != "map" {
+		return "", false
+	}
+	var pairs [][2]string
+	if json.Unmarshal(m[1], &pairs) != nil {
+		return "", false
+	}
+	for _, p := range pairs {
+		if p[0] == key {
+			return p[1], true
+		}
+	}
+	return "", false
+}
