@@ -42,7 +42,7 @@ type ciliumAgent struct {
 	firstSeen map[string]time.Time
 }
 
-func startCiliumAgent(t *testing.T, sock string, step time.Duration, stuck int) *ciliumAgent {
+func startCiliumAgent(t testing.TB, sock string, step time.Duration, stuck int) *ciliumAgent {
 	t.Helper()
 	a := &ciliumAgent{step: step, stuck: stuck, firstSeen: map[string]time.Time{}}
 	l, err := net.Listen("unix", sock)
@@ -94,7 +94,7 @@ func (a *ciliumAgent) lastStageAt(id string) time.Time {
 // ciliumNet is conflists/cilium-chained.conflist with its cilium-cni entry
 // taken out (the stand-in agent plays Cilium here) and the preset pointed
 // at the test's socket.
-func ciliumNet(t *testing.T, sock, timeout string) *testNet {
+func ciliumNet(t testing.TB, sock, timeout string) *testNet {
 	return newNet(t, "cilium-chained.conflist", func(n *testNet, list map[string]any) {
 		var chain []any
 		for _, p := range plugins(list) {

@@ -21,11 +21,11 @@ import (
 // Open_vSwitch schema, on a private socket, and an empty br-int; no
 // ovs-vswitchd runs, as --no-wait writes need none.
 type ovsdbServer struct {
-	t    *testing.T
+	t    testing.TB
 	sock string
 }
 
-func startOVSDB(t *testing.T) *ovsdbServer {
+func startOVSDB(t testing.TB) *ovsdbServer {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "conf.db")
@@ -65,7 +65,7 @@ func (s *ovsdbServer) addPodPort(name, ifaceID, podUID, sandbox string) {
 // ovnNet is conflists/ovn-kubernetes.conflist with ovn-kubernetes' own CNI
 // (which cannot run here) replaced by bridge + host-local, and the preset
 // pointed at the test's database.
-func ovnNet(t *testing.T, sock, timeout string) *testNet {
+func ovnNet(t testing.TB, sock, timeout string) *testNet {
 	return newNet(t, "ovn-kubernetes.conflist", func(n *testNet, list map[string]any) {
 		chain := list["plugins"].([]any)
 		chain[0] = map[string]any{"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": false,
