@@ -172,7 +172,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		}, `--mode "merge"`},
 		{"entry the plugin refuses", func(t *testing.T, conf string) options {
 			return options{ConfDir: conf, Config: `{"type":"netready","timeout":"5m","checks":[{"kind":"iptables","tabel":"x"}]}`}
-		}, `netready: invalid configuration: checks[0]: unknown key "tabel" (known: kind, table, chain, match, family, set, path, contains, preset, url); "timeout" "5m" must be > 0 and <= 100s`},
+		}, `netready: invalid configuration: checks[0]: unknown key "tabel"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
