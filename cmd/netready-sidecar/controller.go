@@ -315,6 +315,7 @@ func (c *controller) onPodDeleted(obj any) {
 	}
 	c.mu.Lock()
 	delete(c.sent, pod.UID)
+	delete(c.logged, pod.Namespace+"/"+pod.Name)
 	c.mu.Unlock()
 }
 

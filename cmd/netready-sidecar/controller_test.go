@@ -2,14 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
 	"log/slog"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -274,8 +277,8 @@ func TestPendingNeverGivenUp(t *testing.T) {
 	if len(scheds) != 1 || scheds[0].Patience != time.Minute || scheds[0].MaxGap != time.Minute {
 		t.Errorf("re-checks started = %+v, want one with patience 1m and a 1m cap", scheds)
 	}
-	if got := h.c.metrics; got == nil {
-		t.Fatal("no metrics")
+	if got := testutil.ToFloat64(h.c.metrics.pending); got != 1 {
+		t.Errorf("netready_pending_attachments = %v, want 1 while the re-check runs", got)
 	}
 	evs := h.events()
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning NetworkNotProgrammed") {
@@ -305,5 +308,54 @@ func TestSandboxUp(t *testing.T) {
 		if _, got := sandboxUp(&tt.pod); got != tt.want {
 			t.Errorf("%s: sandboxUp = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestFailedRecheckIsNotRestarted: a re-check that ends for good (the pod's
+// netns is gone) is not started again for the same marker, however often
+// the pod is processed; a rewritten marker starts a new one.
+func TestFailedRecheckIsNotRestarted(t *testing.T) {
+	pod := gatedPod("gone", "u-gone")
+	h := start(t, nil, pod)
+	var calls atomic.Int32
+	h.c.recheck = func(context.Context, marker.Store, *marker.Marker, pending.Schedule, func(*marker.Marker)) (*marker.Marker, error) {
+		calls.Add(1)
+		return nil, errors.New("check address 10.200.0.5: can never succeed: pod netns is gone")
+	}
+	created := time.Now()
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, created)
+	h.waitFor("gone", "False", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	for i := 0; i < 20; i++ {
+		h.c.queue.Add("default/gone")
+	}
+	h.settle()
+	if n := calls.Load(); n != 1 {
+		t.Errorf("re-checks started = %d, want 1: a failed re-check must not restart in a loop", n)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.pending); got != 0 {
+		t.Errorf("netready_pending_attachments = %v, want 0 once the re-check ended", got)
+	}
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, created.Add(time.Second))
+	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if n := calls.Load(); n != 2 {
+		t.Errorf("re-checks after a new ADD's marker = %d, want 2", n)
+	}
+}
+
+// TestRestartRepeatsNothing: a sidecar that starts (or restarts) over a pod
+// that already shows what its marker says neither patches it nor records
+// another Event.
+func TestRestartRepeatsNothing(t *testing.T) {
+	pod := gatedPod("steady", "u-steady")
+	pod.Status.Conditions = []corev1.PodCondition{{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
+		Reason: publish.ReasonProgrammed, Message: "network podnet (eth0) programmed after 7 ms", LastTransitionTime: metav1.Now()}}
+	h := start(t, nil, pod)
+	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
+	if n := h.settle(); n != 0 {
+		t.Errorf("patches after a restart over an up-to-date pod = %d, want 0", n)
+	}
+	if evs := h.events(); len(evs) != 0 {
+		t.Errorf("events after a restart = %q, want none", evs)
 	}
 }

@@ -28,13 +28,8 @@ const ciliumInitIdentity = 5
 //   - pkg/identity: the reserved identity "init" is 5.
 func ciliumCheck(socket string, att *attachment.Attachment) (Check, error) {
 	path := "/v1/endpoint/" + url.PathEscape("cni-attachment-id:"+att.ContainerID+":"+att.IfName)
-	c, err := NewHTTPCheck(socket, path, ciliumReady)
-	if err != nil {
-		return nil, err
-	}
-	hc := c.(*httpCheck)
-	hc.target = fmt.Sprintf("cilium endpoint cni-attachment-id:%s:%s", att.ContainerID, att.IfName)
-	return hc, nil
+	target := fmt.Sprintf("cilium endpoint cni-attachment-id:%s:%s", att.ContainerID, att.IfName)
+	return newHTTPCheck(socket, path, target, ciliumReady)
 }
 
 // ciliumReady judges an Endpoint, naming the state it is in.

@@ -254,6 +254,12 @@ const httpRequestTimeout = time.Second
 // 2xx and, if judge is not nil, that judge finds its JSON answer ready. A
 // 404 is "not yet". STATUS uses it for agents too.
 func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
+	return newHTTPCheck(raw, path, "", judge)
+}
+
+// newHTTPCheck is NewHTTPCheck with the target messages show; "" means
+// the URL.
+func newHTTPCheck(raw, path, target string, judge Judge) (*httpCheck, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, never("url %q: %v", raw, err)
@@ -261,7 +267,7 @@ func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 	// Never a proxy, never DNS: only loopback or the socket is dialled.
 	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	dialer := &net.Dialer{}
-	c := &httpCheck{target: raw, judge: judge}
+	c := &httpCheck{target: target, judge: judge}
 	switch u.Scheme {
 	case "unix":
 		sock := u.Path
@@ -272,7 +278,9 @@ func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 			path = "/"
 		}
 		c.url = "http://unix" + path
-		c.target = raw + " " + path
+		if c.target == "" {
+			c.target = raw + " " + path
+		}
 	case "http":
 		if !config.IsLoopbackHost(u.Hostname()) {
 			return nil, never("url %q is not an IP literal on loopback", raw)
@@ -288,6 +296,9 @@ func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 			return dialer.DialContext(ctx, network, net.JoinHostPort(h, port))
 		}
 		c.url = raw
+		if c.target == "" {
+			c.target = raw
+		}
 	default:
 		return nil, never("url %q: scheme must be http or unix", raw)
 	}
@@ -311,14 +322,18 @@ func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("no answer: %v", err), nil
 	}
 	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBody+1))
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return false, "not there yet (404)", nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return false, fmt.Sprintf("answered %s", resp.Status), nil
 	case c.judge == nil:
+		// Nothing reads the answer: the connection is not reused, so
+		// it need not be drained either.
 		return true, "", nil
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBody+1))
+	switch {
 	case err != nil:
 		return false, fmt.Sprintf("reading the answer: %v", err), nil
 	case len(body) > maxHTTPBody:

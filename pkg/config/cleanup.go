@@ -29,15 +29,21 @@ type Cleanup struct {
 // never fails: every other problem of the entry, as ADD would report it,
 // comes back as problems, for the log.
 func ParseCleanup(stdin []byte) (c *Cleanup, problems error) {
-	c = &Cleanup{StateDir: DefaultStateDir}
 	if _, err := Parse(stdin); err != nil {
 		problems = err
 	}
+	return ReadCleanup(stdin), problems
+}
+
+// ReadCleanup reads name, stateDir, logFile and the GC keep-list, whatever
+// else the entry holds; for a caller that has validated the entry already.
+func ReadCleanup(stdin []byte) *Cleanup {
+	c := &Cleanup{StateDir: DefaultStateDir}
 	var top map[string]json.RawMessage
 	if json.Unmarshal(stdin, &top) != nil {
 		c.StateDir = ""
 		c.KeepListErr = fmt.Errorf("the configuration is not a JSON object")
-		return c, problems
+		return c
 	}
 	json.Unmarshal(top["name"], &c.Name)
 	if raw, ok := top["stateDir"]; ok {
@@ -57,5 +63,5 @@ func ParseCleanup(stdin []byte) (c *Cleanup, problems error) {
 			c.KeepListErr = fmt.Errorf(`cannot decode "cni.dev/valid-attachments": %w`, err)
 		}
 	}
-	return c, problems
+	return c
 }

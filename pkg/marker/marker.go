@@ -268,9 +268,10 @@ func tempTarget(name string) string {
 const staleTmpAge = 10 * time.Minute
 
 // GC removes the markers of network whose attachment is not in keep, and
-// temp files that a killed ADD left: at once for an attachment not in keep,
-// after staleTmpAge for one in keep (its ADD may be writing). It never looks outside the network's own
-// folder. It returns the names it removed.
+// temp files that a killed ADD left: at once for an attachment not in
+// keep, after staleTmpAge for one in keep (its ADD may be writing). It
+// never looks outside the network's own folder. It returns the names it
+// removed.
 func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 	if err := (Key{Network: network, ContainerID: "x", IfName: "x"}).Validate(); err != nil {
 		return nil, err

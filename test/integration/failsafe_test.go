@@ -93,6 +93,43 @@ func TestBadEntryNeverBreaksCleanup(t *testing.T) {
 	}
 }
 
+// TestCleanupFailurePaths, through the plugin binary as a runtime runs
+// it: DEL exits 0 even when the marker cannot be removed (GC will), and
+// GC with a keep-list it cannot read fails and removes nothing.
+func TestCleanupFailurePaths(t *testing.T) {
+	n := newNet(t, "bridge.conflist", nil)
+	env := []string{"CNI_CONTAINERID=stuck", "CNI_IFNAME=eth0", "CNI_NETNS=", "CNI_PATH=" + pluginPath}
+	// A directory that is not empty where the marker is: remove fails.
+	stuck := n.markerPath("stuck", "eth0")
+	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if out, e := invoke(t, "DEL", n.pluginConf(nil), env...); e != nil {
+		t.Errorf("DEL with a marker it cannot remove = %+v (%s), want exit 0", e, out)
+	}
+	log, _ := os.ReadFile(n.LogFile)
+	if !strings.Contains(string(log), "cannot remove the marker; GC will") {
+		t.Errorf("DEL did not log the marker it left:\n%s", log)
+	}
+	os.RemoveAll(stuck)
+
+	keep := n.markerPath("keep", "eth0")
+	os.MkdirAll(filepath.Dir(keep), 0o755)
+	os.WriteFile(keep, []byte("{}"), 0o644)
+	conf := map[string]any{}
+	json.Unmarshal(n.pluginConf(nil), &conf)
+	conf["cniVersion"] = "1.1.0"
+	conf["cni.dev/valid-attachments"] = map[string]any{"containerID": "keep"} // not a list
+	stdin, _ := json.Marshal(conf)
+	_, e := invoke(t, "GC", stdin, "CNI_PATH="+pluginPath)
+	if e == nil || e.Code != types.ErrDecodingFailure || !strings.Contains(e.Msg, "GC removed nothing") {
+		t.Errorf("GC with an unreadable keep-list = %+v, want code 2 saying it removed nothing", e)
+	}
+	if _, err := os.Stat(keep); err != nil {
+		t.Errorf("GC removed a marker although it could not read the keep-list: %v", err)
+	}
+}
+
 // allocated lists host-local's allocation files for the network.
 func allocated(t *testing.T, n *testNet) []string {
 	t.Helper()

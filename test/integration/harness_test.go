@@ -229,11 +229,23 @@ func newNS(t testing.TB) ns.NetNS {
 	}
 	t.Cleanup(func() {
 		netns.Close()
-		if err := testutils.UnmountNS(netns); err != nil {
+		if err := unmountNS(netns); err != nil {
 			t.Errorf("unmount netns: %v", err)
 		}
 	})
 	return netns
+}
+
+// unmountNS removes a test netns. A plugin killed inside it can keep the
+// mount busy for a moment while its threads exit, so EBUSY is retried.
+func unmountNS(netns ns.NetNS) error {
+	var err error
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		if err = testutils.UnmountNS(netns); err == nil || !strings.Contains(err.Error(), "busy") {
+			return err
+		}
+	}
+	return err
 }
 
 // cnitool runs the real cnitool; extra are KEY=VALUE settings.

@@ -17,7 +17,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 
@@ -193,18 +192,6 @@ func TestSoak(t *testing.T) {
 			t.Errorf("left after the soak: %d %s", got, what)
 		}
 	}
-}
-
-// unmountNS removes a test netns. A plugin killed inside it can keep the
-// mount busy for a moment while its threads exit, so EBUSY is retried.
-func unmountNS(netns ns.NetNS) error {
-	var err error
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if err = testutils.UnmountNS(netns); err == nil || !strings.Contains(err.Error(), "busy") {
-			return err
-		}
-	}
-	return err
 }
 
 // readAllMarkers reads every marker of the network and returns how many

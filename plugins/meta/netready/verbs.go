@@ -197,7 +197,7 @@ func cmdGC(args *skel.CmdArgs) error {
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData)
 	if err != nil {
-		c, _ := config.ParseCleanup(args.StdinData)
+		c := config.ReadCleanup(args.StdinData)
 		log, closeLog := openLog(c.LogFile, "STATUS", args)
 		defer closeLog()
 		return logged(log, types.NewError(types.ErrPluginNotAvailable,
