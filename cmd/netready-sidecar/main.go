@@ -49,6 +49,8 @@ type options struct {
 	Workers         int
 	UnobservedGrace time.Duration
 	Unobserved      string
+	CNIConfDir      string
+	PoolResync      time.Duration
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -67,6 +69,8 @@ func run(args []string) int {
 	fs.IntVar(&o.Workers, "workers", 4, "pods published in parallel")
 	fs.DurationVar(&o.UnobservedGrace, "unobserved-grace", 30*time.Second, "how long a gated pod's sandbox may be up with no marker before it counts as not observed")
 	fs.StringVar(&o.Unobserved, "unobserved", unobservedReady, "gated pods netready never saw: ready (condition True, reason NotObserved, Warning Event) or notready (keep them False)")
+	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the node's CNI config folder, read-only: pools of entries with status.ipam are watched there, and with poolAction taint a short pool taints the node; empty turns the pool watch off")
+	fs.DurationVar(&o.PoolResync, "pool-resync", time.Minute, "count every pool and compare with the Node this often, besides inotify")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -118,6 +122,14 @@ func run(args []string) int {
 		}
 	}()
 	defer srv.Close()
+	if o.CNIConfDir != "" {
+		pw := newPoolWatcher(o, client.Nodes(), log, c.metrics)
+		go func() {
+			if err := pw.run(ctx); err != nil {
+				log.Error("pool watch stopped", "err", err)
+			}
+		}()
+	}
 	if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("failed", "err", err)
 		return 1
@@ -137,8 +149,11 @@ func (o *options) Validate() error {
 	if msgs := validation.IsQualifiedName(o.ConditionType); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--condition-type %q: %s", o.ConditionType, strings.Join(msgs, "; ")))
 	}
-	if o.PendingTimeout <= 0 || o.Resync <= 0 {
-		errs = append(errs, errors.New("--pending-timeout and --resync must be positive"))
+	if o.PendingTimeout <= 0 || o.Resync <= 0 || o.PoolResync <= 0 {
+		errs = append(errs, errors.New("--pending-timeout, --resync and --pool-resync must be positive"))
+	}
+	if o.CNIConfDir != "" && !filepath.IsAbs(o.CNIConfDir) {
+		errs = append(errs, fmt.Errorf("--cni-conf-dir %q must be an absolute path", o.CNIConfDir))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))

@@ -11,6 +11,8 @@ type metrics struct {
 	apiErrors      *prometheus.CounterVec
 	pending        prometheus.Gauge
 	published      *prometheus.CounterVec
+	poolFree       *prometheus.GaugeVec
+	poolSize       *prometheus.GaugeVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -37,7 +39,15 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "netready_conditions_published_total",
 			Help: "Pod condition patches applied, by status.",
 		}, []string{"status"}),
+		poolFree: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_pool_free_addresses",
+			Help: "Addresses host-local can still hand out, per network and range set (a pod takes one from each).",
+		}, []string{"network", "range"}),
+		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_pool_size",
+			Help: "Addresses host-local can hand out in all, per network and range set.",
+		}, []string{"network", "range"}),
 	}
-	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.pending, m.published)
+	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.pending, m.published, m.poolFree, m.poolSize)
 	return m
 }

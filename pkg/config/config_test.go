@@ -66,7 +66,7 @@ func TestParseFull(t *testing.T) {
 	if diff := cmp.Diff(wantChecks, c.Checks); diff != "" {
 		t.Errorf("checks (-want +got):\n%s", diff)
 	}
-	if !c.Status.IPAMAuto() || *c.Status.MinFree != 1 || c.Status.ConfDir != "/etc/cni/net.d" ||
+	if !c.Status.IPAMAuto() || *c.Status.MinFree != 1 || c.Status.ConfDir != "/etc/cni/net.d" || c.Status.PoolAction != PoolTaint ||
 		c.Status.Agents[0].MaxAgeDuration != 30*time.Second {
 		t.Errorf("status = %+v", c.Status)
 	}
@@ -124,6 +124,8 @@ func TestParseErrors(t *testing.T) {
 		{"bad placeholder", `"checks":[{"kind":"iptables","chain":"C","match":"{{.PodIP}}"}]`, []string{`"match"`, `bad placeholder`}},
 		{"unknown status key", `"status":{"minimumFree":1}`, []string{`status`, `unknown key "minimumFree"`}},
 		{"status ipam not host-local", `"status":{"ipam":{"type":"dhcp"}}`, []string{`only "type": "host-local"`}},
+		{"status poolAction", `"status":{"poolAction":"evict"}`, []string{`"poolAction" "evict" must be "taint" (the sidecar taints the node) or "notready" (STATUS fails)`}},
+		{"status poolAction in the wrong case", `"status":{"poolaction":"taint"}`, []string{`unknown key "poolaction": did you mean "poolAction"?`}},
 		{"status negative minFree", `"status":{"minFree":-1}`, []string{`"minFree" -1 must be >= 0`}},
 		{"status agent bad maxAge", `"status":{"agents":[{"kind":"file","path":"/x","maxAge":"soon"}]}`, []string{`agents[0]`, `"maxAge" "soon"`}},
 		{"every problem at once", `"timeout":"0s","onTimeout":"x","stateDir":"y"`, []string{`"timeout"`, `"onTimeout"`, `"stateDir"`}},

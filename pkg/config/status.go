@@ -15,14 +15,25 @@ const (
 	AgentFile = "file"
 )
 
+// What a short pool does (status.poolAction).
+const (
+	// PoolTaint leaves STATUS green; the sidecar taints the node so that
+	// the scheduler stops sending pods, and nothing is evicted.
+	PoolTaint = "taint"
+	// PoolNotReady fails STATUS, which turns the node NotReady.
+	PoolNotReady = "notready"
+)
+
 // StatusConf is the "status" block: what STATUS verifies besides the
 // plugin's own health.
 type StatusConf struct {
 	// IPAM is host-local's ipam object, or the string "auto".
 	IPAM    json.RawMessage `json:"ipam,omitempty"`
 	MinFree *int            `json:"minFree,omitempty"`
-	ConfDir string          `json:"confDir,omitempty"`
-	Agents  []AgentConf     `json:"agents,omitempty"`
+	// PoolAction is PoolTaint or PoolNotReady.
+	PoolAction string      `json:"poolAction,omitempty"`
+	ConfDir    string      `json:"confDir,omitempty"`
+	Agents     []AgentConf `json:"agents,omitempty"`
 }
 
 // AgentConf is one agent whose health STATUS requires.
@@ -43,8 +54,11 @@ func (s *StatusConf) IPAMAuto() bool {
 	return bytes.Equal(bytes.TrimSpace(s.IPAM), []byte(`"auto"`))
 }
 
-// Defaults fills in minFree and confDir.
+// Defaults fills in minFree, poolAction and confDir.
 func (s *StatusConf) Defaults() {
+	if s.PoolAction == "" {
+		s.PoolAction = PoolTaint
+	}
 	if s.MinFree == nil {
 		one := 1
 		s.MinFree = &one
@@ -67,6 +81,9 @@ func (s *StatusConf) Validate() error {
 	}
 	if *s.MinFree < 0 {
 		errs = append(errs, fmt.Errorf(`"minFree" %d must be >= 0`, *s.MinFree))
+	}
+	if s.PoolAction != PoolTaint && s.PoolAction != PoolNotReady {
+		errs = append(errs, fmt.Errorf(`"poolAction" %q must be %q (the sidecar taints the node) or %q (STATUS fails)`, s.PoolAction, PoolTaint, PoolNotReady))
 	}
 	if !filepath.IsAbs(s.ConfDir) {
 		errs = append(errs, fmt.Errorf(`"confDir" %q must be an absolute path`, s.ConfDir))

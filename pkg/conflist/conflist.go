@@ -141,6 +141,16 @@ func (f *File) HasEntry() bool {
 	return false
 }
 
+// Entry returns netready's entry in the file's chain, or nil.
+func (f *File) Entry() json.RawMessage {
+	for _, p := range f.Plugins {
+		if pluginType(p) == PluginType {
+			return p
+		}
+	}
+	return nil
+}
+
 // PrimaryIPAM returns the first plugin's ipam object if it is host-local.
 func (f *File) PrimaryIPAM() json.RawMessage {
 	var p struct {

@@ -2,8 +2,6 @@ package status
 
 import (
 	"context"
-	"encoding/json"
-	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -11,8 +9,6 @@ import (
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/google/go-cmp/cmp"
 
 	"github.com/netready/netready/pkg/config"
 )
@@ -24,61 +20,6 @@ func allocate(t *testing.T, dir string, names ...string) {
 		if err := os.WriteFile(filepath.Join(dir, n), []byte("cid\r\neth0"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-	}
-}
-
-func TestCountPool(t *testing.T) {
-	tests := []struct {
-		name  string
-		ipam  string
-		files []string
-		want  []string // "rangeset used/usable"
-	}{
-		{"a /29 is 5 addresses after .0, .1 (gateway) and .7",
-			`{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]]}`,
-			[]string{"10.1.0.2", "10.1.0.3", "last_reserved_ip.0", "lock"},
-			[]string{"2/5"}},
-		{"rangeStart and rangeEnd; the gateway outside them costs nothing",
-			`{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/24","rangeStart":"10.1.0.100","rangeEnd":"10.1.0.109"}]]}`,
-			[]string{"10.1.0.100", "10.1.0.5"},
-			[]string{"1/10"}},
-		{"an explicit gateway inside the range is excluded",
-			`{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/28","gateway":"10.1.0.14"}]]}`,
-			nil,
-			[]string{"0/13"}},
-		{"dual stack counts each range set, IPv6 with big numbers",
-			`{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}],[{"subnet":"fd00::/64"}]]}`,
-			[]string{"10.1.0.2", "fd00::2"},
-			[]string{"1/5", "1/18446744073709551614"}},
-		{"two ranges in one set add up",
-			`{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"},{"subnet":"10.2.0.0/29"}]]}`,
-			[]string{"10.2.0.3"},
-			[]string{"1/10"}},
-		{"old-style single subnet",
-			`{"type":"host-local","subnet":"10.1.0.0/29"}`,
-			[]string{"10.1.0.6"},
-			[]string{"1/5"}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			data := t.TempDir()
-			var ipam map[string]any
-			json.Unmarshal([]byte(tt.ipam), &ipam)
-			ipam["dataDir"] = data
-			raw, _ := json.Marshal(ipam)
-			allocate(t, filepath.Join(data, "podnet"), tt.files...)
-			pools, err := CountPool("podnet", raw)
-			if err != nil {
-				t.Fatal(err)
-			}
-			var got []string
-			for _, p := range pools {
-				got = append(got, fmt.Sprintf("%d/%s", p.Used, p.Usable))
-			}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("pools (-want +got):\n%s", diff)
-			}
-		})
 	}
 }
 
@@ -109,9 +50,10 @@ func TestCheck(t *testing.T) {
 		{"sick http agent", `"status":{"agents":[{"kind":"http","url":"` + sick.URL + `/live"}]}`, "agent " + sick.URL + "/live is not healthy: answered 503"},
 		{"stale heartbeat", `"status":{"agents":[{"kind":"file","path":"` + stale + `","maxAge":"30s"}]}`, "agent file " + stale + " is stale: last written 1h0m0s ago (maxAge 30s)"},
 		{"missing heartbeat", `"status":{"agents":[{"kind":"file","path":"` + dir + `/none"}]}`, "agent file " + dir + "/none does not exist: is the agent running?"},
-		{"pool exhausted", `"status":{"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, "IP pool exhausted (5 of 5 addresses in use)"},
-		{"pool below minFree", `"status":{"minFree":9,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/28"}]],"dataDir":"` + data + `"}}`, "IP pool below minFree 9 (5 of 13 addresses in use)"},
-		{"minFree 0 never fails on the pool", `"status":{"minFree":0,"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, ""},
+		{"pool exhausted", `"status":{"poolAction":"notready","ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, "IP pool exhausted (5 of 5 addresses in use)"},
+		{"pool below minFree", `"status":{"minFree":9,"poolAction":"notready","ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/28"}]],"dataDir":"` + data + `"}}`, "IP pool below minFree 9 (5 of 13 addresses in use)"},
+		{"minFree 0 never fails on the pool", `"status":{"minFree":0,"poolAction":"notready","ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, ""},
+		{"poolAction taint (the default) leaves an exhausted pool to the sidecar", `"status":{"ipam":{"type":"host-local","ranges":[[{"subnet":"10.1.0.0/29"}]],"dataDir":"` + data + `"}}`, ""},
 		{"a hanging agent is cut at the budget", `"status":{"agents":[{"kind":"http","url":"` + hang.URL + `"}]}`, "agent " + hang.URL + " is not healthy: no answer"},
 	}
 	for _, tt := range tests {

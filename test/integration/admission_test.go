@@ -89,7 +89,7 @@ func TestDeployAndAdmission(t *testing.T) {
 	ctx := context.Background()
 	a.kubectl(t, "apply", "-k", "../../deploy", "--server-side", "--dry-run=server")
 	out := a.kubectl(t, "apply", "-k", "../../deploy", "--server-side")
-	for _, want := range []string{"validatingadmissionpolicy.admissionregistration.k8s.io/netready-sidecar-scope", "mutatingadmissionpolicy.admissionregistration.k8s.io/netready-readiness-gate", "daemonset.apps/netready", "configmap/netready-entry", "clusterrole.rbac.authorization.k8s.io/netready-sidecar"} {
+	for _, want := range []string{"validatingadmissionpolicy.admissionregistration.k8s.io/netready-sidecar-scope", "validatingadmissionpolicy.admissionregistration.k8s.io/netready-sidecar-node-scope", "mutatingadmissionpolicy.admissionregistration.k8s.io/netready-readiness-gate", "daemonset.apps/netready", "configmap/netready-entry", "clusterrole.rbac.authorization.k8s.io/netready-sidecar"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("kubectl apply -k deploy/ did not apply %s:\n%s", want, out)
 		}

@@ -429,7 +429,7 @@ func BenchmarkStatus(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
-		n.Netready()["status"] = map[string]any{"ipam": map[string]any{"type": "host-local",
+		n.Netready()["status"] = map[string]any{"poolAction": "notready", "ipam": map[string]any{"type": "host-local",
 			"ranges": []any{[]any{map[string]any{"subnet": "10.201.0.0/16"}}}, "dataDir": dir}}
 		conf := n.pluginConf(nil)
 		var runs []time.Duration

@@ -281,7 +281,7 @@ func eventually(t *testing.T, what string, cond func() (bool, string)) {
 
 // TestContainerd: under a real containerd, with netready chained in by
 // netready-install, `crictl runp` is held by netready's ADD until the agent
-// programs the pod; filling the /29 pool
+// programs the pod; filling the /29 pool (poolAction "notready")
 // makes the node's network not ready with netready's message and freeing
 // an address makes it ready again; stopp and rmp leave no marker.
 func TestContainerd(t *testing.T) {

@@ -17,6 +17,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"sync"
 	"testing"
 	"time"
 
@@ -239,6 +240,14 @@ func startSidecar(t testing.TB, a *apiServer, stateDir, node string, extra ...st
 // startSidecarWith runs bin/netready-sidecar with the identity of kubeconfig.
 func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer) {
 	t.Helper()
+	listen, logs, _ := startSidecarProc(t, a, kubeconfig, stateDir, node, extra...)
+	return listen, logs
+}
+
+// startSidecarProc is startSidecarWith that also returns a stop function,
+// for tests that restart the sidecar; the test's cleanup stops it too.
+func startSidecarProc(t testing.TB, a *apiServer, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer, func()) {
+	t.Helper()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", kubeconfig, "--listen", listen}, extra...)
 	cmd := exec.Command(filepath.Join(binDir, "netready-sidecar"), args...)
@@ -247,9 +256,15 @@ func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node str
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
+	var once sync.Once
+	stop := func() {
+		once.Do(func() {
+			cmd.Process.Signal(os.Interrupt)
+			cmd.Wait()
+		})
+	}
 	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
+		stop()
 		if t.Failed() {
 			t.Logf("sidecar log:\n%s", tail(logs.String(), 60))
 		}
@@ -259,7 +274,7 @@ func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node str
 		if resp, err := client.Get("http://" + listen + "/readyz"); err == nil {
 			resp.Body.Close()
 			if resp.StatusCode == 200 {
-				return listen, &logs
+				return listen, &logs, stop
 			}
 		}
 		if time.Since(start) > 30*time.Second {

@@ -33,7 +33,7 @@ const (
 	nodeRoot    = "/run/nr-node"
 	nodeName    = "nr-node"
 	nodeAPIPort = 16443
-	nodeSubnet  = "10.200.90.0/24"
+	nodeSubnet  = "10.200.90.0/28" // 13 pod addresses: the pool scenario fills it
 	nodeBridge  = "nrnode0"
 	nodeCgroup  = "nr-node-kubelet"
 )
@@ -303,7 +303,7 @@ func (n *k8sNode) makeCgroups() {
 }
 
 // writeCNIConfig: the node's network plugin, bridge + host-local in
-// 10.200.90.0/24 with no default route for pods, written atomically.
+// 10.200.90.0/28 with no default route for pods, written atomically.
 func (n *k8sNode) writeCNIConfig() {
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
 		data, err := os.ReadFile(filepath.Join(cniBinDir, p))

@@ -200,7 +200,7 @@ func (n *k8sNode) entry() map[string]any {
 // TestNode: netready deployed the way users deploy it, on a real
 // single-node Kubernetes (kubelet, containerd, controller-manager,
 // scheduler), from the image `make image` builds, with deploy/ applied
-// through the test/node overlay. Six scenarios, each printing its timing.
+// through the test/node overlay. Seven scenarios, each printing its timing.
 func TestNode(t *testing.T) {
 	image := os.Getenv("NETREADY_IMAGE")
 	if _, err := os.Stat(image); err != nil {
@@ -415,6 +415,11 @@ func TestNode(t *testing.T) {
 		if m := n.markerFor(p); m == nil || m.State != marker.StateReady {
 			t.Errorf("marker after the sidecar's re-check = %+v, want ready", m)
 		}
+	})
+
+	t.Run("pool exhausted: a taint, not NotReady", func(t *testing.T) {
+		n.t = t
+		n.poolScenario(t)
 	})
 
 	t.Run("uninstall", func(t *testing.T) {

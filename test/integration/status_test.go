@@ -56,7 +56,7 @@ func TestStatusPoolAndAgents(t *testing.T) {
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{
-			"ipam": "auto", "confDir": n.ConfDir,
+			"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready",
 			"agents": []any{
 				map[string]any{"kind": "file", "path": heartbeat, "maxAge": "30s"},
 				map[string]any{"kind": "http", "url": agent.URL + "/liveness"},

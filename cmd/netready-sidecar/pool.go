@@ -1,0 +1,264 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/taint"
+)
+
+// poolWatcher taints this node (netready.io/pod-ips-exhausted:NoSchedule)
+// while the pool of a network whose entry has poolAction "taint" is short,
+// and keeps the NetworkPoolExhausted condition saying why. It wakes on
+// inotify events in the CNI config folder and host-local's data folders,
+// and reads everything again every resync.
+//
+// What it does not know, it leaves alone: while the config folder cannot
+// be read, or a pool cannot be counted, or an entry is invalid, it may add
+// the taint but never removes it.
+type poolWatcher struct {
+	confDir string
+	node    string
+	nodes   corev1client.NodeInterface
+	resync  time.Duration
+	log     *slog.Logger
+	metrics *metrics
+	now     func() time.Time
+
+	nets    []pool.Network
+	watched map[string]bool
+	// short holds, per network and range set, whether it was short at the
+	// last count: the hysteresis. seeded is what an unseen range set
+	// starts with: true when the node carried the taint at start-up, so a
+	// restart never lifts a taint that still applies.
+	short  map[string]bool
+	seeded *bool
+	// applied is what the node showed after the last read or write.
+	applied *bool
+	noted   string
+}
+
+func newPoolWatcher(o options, nodes corev1client.NodeInterface, log *slog.Logger, m *metrics) *poolWatcher {
+	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, log: log.With("part", "pool"),
+		metrics: m, now: time.Now, watched: map[string]bool{}, short: map[string]bool{}}
+}
+
+// judgement is one count of every watched pool.
+type judgement struct {
+	short   bool     // a pool with poolAction taint is short
+	unsure  bool     // something could not be read: never lift the taint
+	message []string // per network
+}
+
+func (w *poolWatcher) run(ctx context.Context) error {
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		return fmt.Errorf("inotify: %w", err)
+	}
+	defer fsw.Close()
+	wake := make(chan struct{}, 1)
+	poke := func() {
+		select {
+		case wake <- struct{}{}:
+		default:
+		}
+	}
+	go func() {
+		for {
+			select {
+			case _, ok := <-fsw.Events:
+				if !ok {
+					return
+				}
+				poke()
+			case err, ok := <-fsw.Errors:
+				if !ok {
+					return
+				}
+				w.log.Warn("inotify", "err", err)
+				poke()
+			}
+		}
+	}()
+	tick := time.NewTicker(w.resync)
+	defer tick.Stop()
+	var retry <-chan time.Time
+	backoff := time.Second
+	full := true
+	for {
+		if err := w.reconcile(ctx, fsw, full); err != nil {
+			w.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
+			w.log.Warn("node not updated; retrying", "node", w.node, "after", backoff, "err", err)
+			retry, backoff = time.After(backoff), min(2*backoff, w.resync)
+		} else {
+			retry, backoff = nil, time.Second
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+			full = false
+		case <-retry:
+			full = true
+		case <-tick.C:
+			full = true
+		}
+	}
+}
+
+// reconcile counts every pool and, when the verdict differs from what the
+// node shows (or on a full round), reads the node and patches it.
+func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full bool) error {
+	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+	defer cancel()
+	if w.seeded == nil {
+		// The node's taint seeds the hysteresis before the first count.
+		node, err := w.nodes.Get(ctx, w.node, metav1.GetOptions{})
+		if err != nil {
+			return fmt.Errorf("get node: %w", err)
+		}
+		has := taint.Has(node)
+		w.seeded, w.applied = &has, &has
+		full = true
+	}
+	j := w.judge(fsw)
+	want := j.short
+	if !want && j.unsure && *w.applied {
+		want = true // lift it only on a clean count
+	}
+	if !full && want == *w.applied {
+		return nil
+	}
+	node, err := w.nodes.Get(ctx, w.node, metav1.GetOptions{})
+	if err != nil {
+		return fmt.Errorf("get node: %w", err)
+	}
+	if len(w.nets) == 0 && !taint.Has(node) && taint.Current(node) == nil {
+		return nil // never touched: nothing to say
+	}
+	if p := taint.SpecPatch(node, want); p != nil {
+		if node, err = w.nodes.Patch(ctx, w.node, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+			return fmt.Errorf("patch the taint: %w", err)
+		}
+		w.log.Info("node taint", "taint", taint.Key, "present", want, "pools", strings.Join(j.message, "; "))
+	}
+	has := taint.Has(node)
+	w.applied = &has
+	msg := strings.Join(j.message, "; ")
+	if len(w.nets) == 0 {
+		msg = "no network on this node has a pool netready watches"
+	}
+	// The message alone is rewritten only on full rounds: counts move with
+	// every pod, and every write to a Node reaches every watcher of nodes.
+	if p := taint.StatusPatch(node, taint.Condition(want, msg), w.now(), full); p != nil {
+		if _, err := w.nodes.Patch(ctx, w.node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status"); err != nil {
+			return fmt.Errorf("patch the %s condition: %w", taint.ConditionType, err)
+		}
+	}
+	return nil
+}
+
+// judge reads the config folder, keeps the inotify watches in step with
+// it, and counts every pool.
+func (w *poolWatcher) judge(fsw *fsnotify.Watcher) judgement {
+	var j judgement
+	nets, problems, err := pool.Networks(w.confDir)
+	switch {
+	case err != nil:
+		// Keep the last networks: a folder that cannot be read says
+		// nothing about the pools.
+		j.unsure = true
+		w.note(err)
+	case problems != nil:
+		j.unsure = true
+		w.note(problems)
+		w.nets = nets
+	default:
+		w.note(nil)
+		w.nets = nets
+	}
+	w.watch(fsw)
+
+	next := map[string]bool{}
+	w.metrics.poolFree.Reset()
+	w.metrics.poolSize.Reset()
+	for _, n := range w.nets {
+		rs, err := n.Count()
+		if err != nil {
+			j.unsure = true
+			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
+			continue
+		}
+		for _, r := range rs {
+			key := n.Network + " " + r.Set
+			was, seen := w.short[key]
+			if !seen {
+				was = *w.seeded
+			}
+			s := pool.Short(r, n.MinFree, was)
+			next[key] = s
+			if s && n.Action == config.PoolTaint {
+				j.short = true
+			}
+			free, _ := r.Free().Float64()
+			size, _ := r.Usable.Float64()
+			w.metrics.poolFree.WithLabelValues(n.Network, r.Set).Set(free)
+			w.metrics.poolSize.WithLabelValues(n.Network, r.Set).Set(size)
+		}
+		j.message = append(j.message, pool.Describe(n.Network, rs)+fmt.Sprintf(" (minFree %d)", n.MinFree))
+	}
+	w.short = next
+	return j
+}
+
+// watch adds an inotify watch on the config folder and on each network's
+// allocation folder (or, before host-local made it, its parent).
+func (w *poolWatcher) watch(fsw *fsnotify.Watcher) {
+	want := map[string]bool{w.confDir: true}
+	for _, n := range w.nets {
+		want[n.Dir] = true
+		want[filepath.Dir(n.Dir)] = true
+	}
+	for dir := range want {
+		if w.watched[dir] {
+			continue
+		}
+		if err := fsw.Add(dir); err == nil {
+			w.watched[dir] = true
+		}
+	}
+	for dir := range w.watched {
+		if !want[dir] {
+			fsw.Remove(dir)
+			delete(w.watched, dir)
+		}
+	}
+}
+
+// note logs a problem of the config folder once, and its end.
+func (w *poolWatcher) note(err error) {
+	s := ""
+	if err != nil {
+		s = err.Error()
+	}
+	if s == w.noted {
+		return
+	}
+	w.noted = s
+	if err != nil {
+		w.log.Warn("CNI config: the taint will not be lifted until this is fixed", "confDir", w.confDir, "err", strings.ReplaceAll(s, "\n", "; "))
+	} else {
+		w.log.Info("CNI config readable, every entry valid", "confDir", w.confDir)
+	}
+}

@@ -1,0 +1,91 @@
+package pool
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// Network is a network whose netready entry asks for its pool to be
+// watched (status.ipam).
+type Network struct {
+	*Spec
+	MinFree int
+	// Action is the entry's status.poolAction.
+	Action string
+	// File is the config file the entry was read from.
+	File string
+}
+
+// Networks reads every CNI config file in confDir, in the runtime's order,
+// and returns the networks whose netready entry names a pool; the first
+// valid file of each network wins, as for the runtime. Entries that are not
+// valid come back as problems; they never hide the valid ones. err is set
+// only when the folder cannot be read at all.
+func Networks(confDir string) (nets []Network, problems, err error) {
+	entries, err := os.ReadDir(confDir)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", confDir, err)
+	}
+	var (
+		out  []Network
+		errs []error
+		seen = map[string]bool{}
+	)
+	for _, e := range entries {
+		if e.IsDir() || !conflist.IsConfigName(e.Name()) {
+			continue
+		}
+		f, err := conflist.Load(filepath.Join(confDir, e.Name()))
+		if err != nil || seen[f.Network] {
+			continue // the runtime skips it too, or uses an earlier file
+		}
+		seen[f.Network] = true
+		n, err := networkOf(f)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s: %w", f.Path, err))
+		}
+		if n != nil {
+			out = append(out, *n)
+		}
+	}
+	return out, errors.Join(errs...), nil
+}
+
+// networkOf reads the file's netready entry as the plugin would; nil when
+// it has none or the entry names no pool.
+func networkOf(f *conflist.File) (*Network, error) {
+	entry := f.Entry()
+	if entry == nil {
+		return nil, nil
+	}
+	merged, err := f.Merged(entry)
+	if err != nil {
+		return nil, err
+	}
+	conf, err := config.Parse(merged)
+	if err != nil {
+		return nil, err
+	}
+	sc := conf.Status
+	if sc == nil || len(sc.IPAM) == 0 {
+		return nil, nil
+	}
+	ipam := sc.IPAM
+	if sc.IPAMAuto() {
+		// This very file is the network's: no second look in confDir,
+		// which may be mounted elsewhere in the sidecar's container.
+		if ipam, err = AutoIPAM(f); err != nil {
+			return nil, err
+		}
+	}
+	spec, err := Load(f.Network, ipam)
+	if err != nil {
+		return nil, err
+	}
+	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: f.Path}, nil
+}

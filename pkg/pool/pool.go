@@ -1,0 +1,243 @@
+// Package pool owns counting a host-local IP pool: which pool a network's
+// netready entry names (status.ipam, or "auto" for the network's first
+// plugin), how many of its addresses are in use, and when it counts as
+// exhausted. STATUS and the sidecar's node taint both use it, so that the
+// two never disagree about a pool.
+package pool
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math/big"
+	"net"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"strings"
+
+	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// DefaultDataDir is host-local's default dataDir.
+const DefaultDataDir = "/var/lib/cni/networks"
+
+// Range is one range set of a pool (a pod takes one address from each) and
+// how much of it is used.
+type Range struct {
+	// Set names the range set by its subnets ("10.1.0.0/24").
+	Set    string
+	Usable *big.Int
+	Used   int64
+}
+
+// Free is what is left.
+func (r Range) Free() *big.Int {
+	return new(big.Int).Sub(r.Usable, big.NewInt(r.Used))
+}
+
+// InUse says "n of m addresses in use", the wording of STATUS and of the
+// node condition.
+func (r Range) InUse() string {
+	return fmt.Sprintf("%d of %s addresses in use", r.Used, r.Usable)
+}
+
+// Spec is a host-local pool: its ranges and where host-local records
+// allocations.
+type Spec struct {
+	Network string
+	// Dir is the network's folder under host-local's dataDir: one file per
+	// allocated address, named by the address.
+	Dir    string
+	ranges []allocator.RangeSet
+}
+
+// Resolve returns the ipam object the status block names: its own, or for
+// "auto" the host-local ipam of the first plugin of the network's config
+// file in confDir, read with conflist.Find as the runtime would.
+func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
+	if !sc.IPAMAuto() {
+		return sc.IPAM, nil
+	}
+	f, err := conflist.Find(sc.ConfDir, network)
+	if err != nil {
+		return nil, fmt.Errorf(`ipam "auto": %w`, err)
+	}
+	return AutoIPAM(f)
+}
+
+// AutoIPAM is "auto" resolved against one config file.
+func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
+	ipam := f.PrimaryIPAM()
+	if ipam == nil {
+		return nil, fmt.Errorf(`ipam "auto": the first plugin of %s has no host-local ipam to count`, f.Path)
+	}
+	return ipam, nil
+}
+
+// Load reads a host-local ipam object as host-local does.
+func Load(network string, ipam json.RawMessage) (*Spec, error) {
+	netConf, _ := json.Marshal(map[string]any{"name": network, "ipam": ipam})
+	cfg, _, err := allocator.LoadIPAMConfig(netConf, "")
+	if err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	dataDir := cfg.DataDir
+	if dataDir == "" {
+		dataDir = DefaultDataDir
+	}
+	return &Spec{Network: network, Dir: filepath.Join(dataDir, network), ranges: cfg.Ranges}, nil
+}
+
+// Count reads the allocation folder once, by file names only.
+func (s *Spec) Count() ([]Range, error) {
+	names, err := allocationNames(s.Dir)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Range, len(s.ranges))
+	var bounds []bound
+	for i := range s.ranges {
+		out[i] = Range{Set: setName(s.ranges[i]), Usable: usable(s.ranges[i])}
+		for _, r := range s.ranges[i] {
+			bounds = append(bounds, newBound(i, r))
+		}
+	}
+	for _, name := range names {
+		ip, err := netip.ParseAddr(name)
+		if err != nil {
+			continue // last_reserved_ip.N, lock
+		}
+		for _, b := range bounds {
+			if b.holds(ip) {
+				out[b.set].Used++
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// Count reads a host-local ipam object and its allocation files.
+func Count(network string, ipam json.RawMessage) ([]Range, error) {
+	s, err := Load(network, ipam)
+	if err != nil {
+		return nil, err
+	}
+	return s.Count()
+}
+
+// Short reports whether r has fewer than minFree addresses left, or, when
+// it was short at the last look, fewer than minFree+1: the one address of
+// hysteresis keeps a node from flapping at the edge.
+func Short(r Range, minFree int, wasShort bool) bool {
+	limit := int64(minFree)
+	if wasShort {
+		limit++
+	}
+	return r.Free().Cmp(big.NewInt(limit)) < 0
+}
+
+// Shortfall describes the first range set of rs with fewer than minFree
+// addresses left, or returns nil.
+func Shortfall(rs []Range, minFree int) error {
+	for _, r := range rs {
+		if !Short(r, minFree, false) {
+			continue
+		}
+		what := "IP pool exhausted"
+		if r.Free().Sign() > 0 {
+			what = fmt.Sprintf("IP pool below minFree %d", minFree)
+		}
+		where := ""
+		if len(rs) > 1 {
+			where = " in " + r.Set
+		}
+		return fmt.Errorf("%s (%s%s)", what, r.InUse(), where)
+	}
+	return nil
+}
+
+// Describe is "network: n of m addresses in use" for each range set.
+func Describe(network string, rs []Range) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.InUse()
+		if len(rs) > 1 {
+			parts[i] += " in " + r.Set
+		}
+	}
+	return network + ": " + strings.Join(parts, ", ")
+}
+
+// setName names a range set by its subnets, as the config writes them.
+func setName(rs allocator.RangeSet) string {
+	names := make([]string, len(rs))
+	for i, r := range rs {
+		names[i] = (*net.IPNet)(&r.Subnet).String()
+	}
+	return strings.Join(names, ",")
+}
+
+// bound is one range as netip values, so that counting tens of thousands
+// of names allocates nothing per name.
+type bound struct {
+	set                 int
+	start, end, gateway netip.Addr
+}
+
+func newBound(set int, r allocator.Range) bound {
+	addr := func(ip net.IP) netip.Addr {
+		a, _ := netip.AddrFromSlice(ip)
+		return a.Unmap()
+	}
+	return bound{set: set, start: addr(r.RangeStart), end: addr(r.RangeEnd), gateway: addr(r.Gateway)}
+}
+
+func (b bound) holds(ip netip.Addr) bool {
+	ip = ip.Unmap()
+	return ip.BitLen() == b.start.BitLen() && ip.Compare(b.start) >= 0 && ip.Compare(b.end) <= 0 && ip != b.gateway
+}
+
+// allocationNames lists host-local's files without a stat each: a pool of
+// 65,000 addresses is counted every few seconds.
+func allocationNames(dir string) ([]string, error) {
+	d, err := os.Open(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, nil // nothing allocated yet
+	}
+	if err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	defer d.Close()
+	names, err := d.Readdirnames(-1)
+	if err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	return names, nil
+}
+
+// usable counts what host-local can hand out: rangeStart to rangeEnd of
+// each range, less the gateway.
+func usable(rs allocator.RangeSet) *big.Int {
+	total := new(big.Int)
+	for _, r := range rs {
+		n := new(big.Int).Sub(ipInt(r.RangeEnd), ipInt(r.RangeStart))
+		n.Add(n, big.NewInt(1))
+		if r.Gateway != nil && r.Contains(r.Gateway) {
+			n.Sub(n, big.NewInt(1))
+		}
+		total.Add(total, n)
+	}
+	return total
+}
+
+func ipInt(ip net.IP) *big.Int {
+	if v4 := ip.To4(); v4 != nil {
+		ip = v4
+	}
+	return new(big.Int).SetBytes(ip)
+}

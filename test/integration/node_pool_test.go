@@ -1,0 +1,278 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	authv1 "k8s.io/api/authentication/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+
+	"github.com/netready/netready/pkg/taint"
+)
+
+// nodePoolUsable is what host-local hands out of the node's /28: .2 to .14.
+const nodePoolUsable = 13
+
+// taintTimes records when a watch on the Node first saw the taint come and
+// go.
+type taintTimes struct {
+	mu             sync.Mutex
+	added, removed time.Time
+}
+
+func (n *k8sNode) watchTaint(t *testing.T) *taintTimes {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := n.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", nodeName).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tt := &taintTimes{}
+	go func() {
+		had := false
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			has := taint.Has(ev.Object.(*corev1.Node))
+			tt.mu.Lock()
+			switch {
+			case has && !had && tt.added.IsZero():
+				tt.added = time.Now()
+			case !has && had && tt.removed.IsZero():
+				tt.removed = time.Now()
+			}
+			tt.mu.Unlock()
+			had = has
+		}
+	}()
+	return tt
+}
+
+func (tt *taintTimes) get() (added, removed time.Time) {
+	tt.mu.Lock()
+	defer tt.mu.Unlock()
+	return tt.added, tt.removed
+}
+
+// lastAllocation is when host-local wrote its newest allocation file.
+func (n *k8sNode) lastAllocation() time.Time {
+	entries, _ := os.ReadDir(n.path("ipam/nr-node"))
+	var last time.Time
+	for _, e := range entries {
+		if net.ParseIP(e.Name()) == nil {
+			continue
+		}
+		if info, err := e.Info(); err == nil && info.ModTime().After(last) {
+			last = info.ModTime()
+		}
+	}
+	return last
+}
+
+func (n *k8sNode) nodeObject() *corev1.Node {
+	n.t.Helper()
+	node, err := n.Admin.CoreV1().Nodes().Get(context.Background(), nodeName, metav1.GetOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return node
+}
+
+// sidecarClient authenticates as the running sidecar does: its
+// ServiceAccount, with a token bound to its pod (which carries the node).
+func (n *k8sNode) sidecarClient() *kubernetes.Clientset {
+	n.t.Helper()
+	ctx := context.Background()
+	pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+	if err != nil || len(pods.Items) != 1 {
+		n.t.Fatalf("the netready pod: %v (%d pods)", err, len(pods.Items))
+	}
+	pod := pods.Items[0]
+	exp := int64(600)
+	tr, err := n.Admin.CoreV1().ServiceAccounts("kube-system").CreateToken(ctx, pod.Spec.ServiceAccountName, &authv1.TokenRequest{
+		Spec: authv1.TokenRequestSpec{ExpirationSeconds: &exp,
+			BoundObjectRef: &authv1.BoundObjectReference{Kind: "Pod", APIVersion: "v1", Name: pod.Name, UID: pod.UID}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", nodeAPIPort), BearerToken: tr.Status.Token,
+		TLSClientConfig: rest.TLSClientConfig{CAFile: n.path("pki/ca.crt")}})
+}
+
+// poolScenario: the node's /28 pod pool runs out. The sidecar taints the
+// node NoSchedule; the node stays Ready and nothing is evicted; the next
+// pod waits in Pending; freeing two addresses lifts the taint and the
+// pod runs. The sidecar's own identity cannot widen what it writes.
+func (n *k8sNode) poolScenario(t *testing.T) {
+	ctx := context.Background()
+	times := n.watchTaint(t)
+	if taint.Has(n.nodeObject()) {
+		t.Fatal("the node is tainted before its pool is full")
+	}
+	free := nodePoolUsable - n.allocations()
+	var fill []string
+	for i := range free {
+		name := fmt.Sprintf("fill-%d", i)
+		fill = append(fill, name)
+		n.program(name)
+		n.createPod(nodePod(name, false))
+	}
+	for _, name := range fill {
+		n.waitPod(name, "Running", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
+	}
+	n.waitFor("the taint", 30*time.Second, func() bool { a, _ := times.get(); return !a.IsZero() })
+	added, _ := times.get()
+	last := n.lastAllocation()
+	t.Logf("pool: %d pods filled the /28; taint on the Node %d ms after host-local's last allocation", free, added.Sub(last).Milliseconds())
+	if d := added.Sub(last); d > time.Second {
+		t.Errorf("the taint came %s after the last allocation; the goal is within 1 s", d)
+	}
+	node := n.nodeObject()
+	c := taint.Current(node)
+	if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)) {
+		t.Errorf("the %s condition = %+v", taint.ConditionType, c)
+	} else {
+		t.Logf("pool: kubectl describe node shows %s=True: %s", taint.ConditionType, c.Message)
+	}
+	if len(node.Spec.Taints) != 1 {
+		t.Errorf("taints = %+v, want netready's only", node.Spec.Taints)
+	}
+
+	overflow := nodePod("overflow", false)
+	overflow.Spec.NodeName = ""
+	n.program("overflow")
+	n.createPod(overflow)
+	n.waitFor("FailedScheduling for the overflow pod", time.Minute, func() bool {
+		evs, _ := n.Admin.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
+		for _, e := range evs.Items {
+			// The 1.36 scheduler names no taint key ("node(s) had
+			// untolerated taint(s)"); the node's only taint is netready's.
+			if e.Regarding.Name == "overflow" && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "untolerated taint") {
+				t.Logf("pool: the scheduler: %s", e.Note)
+				return true
+			}
+		}
+		return false
+	})
+
+	t.Run("60 s exhausted: Ready, nothing evicted", func(t *testing.T) {
+		n.t = t
+		before, _ := n.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+		for end := time.Now().Add(60 * time.Second); time.Now().Before(end); time.Sleep(time.Second) {
+			if ok, msg := n.ready(); !ok {
+				t.Fatalf("the Node went NotReady with its pool full: %s", msg)
+			}
+			pods, err := n.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(pods.Items) != len(before.Items) {
+				t.Fatalf("%d pods, had %d: something was evicted", len(pods.Items), len(before.Items))
+			}
+			for i := range pods.Items {
+				p := &pods.Items[i]
+				switch {
+				case p.Name == "overflow":
+					if p.Spec.NodeName != "" {
+						t.Fatalf("the overflow pod was scheduled onto the tainted node")
+					}
+				case p.DeletionTimestamp != nil || !podReady(p):
+					t.Fatalf("pod %s lost Ready or is being deleted while the pool was full: %+v", p.Name, p.Status.Conditions)
+				}
+			}
+		}
+		t.Logf("pool: 60 s with the pool full: Node Ready, %d pods Ready, none evicted, overflow Pending", len(before.Items)-1)
+	})
+	n.t = t
+
+	t.Run("the sidecar's identity is held to its taint, condition and node", func(t *testing.T) {
+		n.t = t
+		other, err := n.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "nr-other"}}, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer n.Admin.CoreV1().Nodes().Delete(ctx, other.Name, metav1.DeleteOptions{})
+		sc := n.sidecarClient()
+		own := n.nodeObject()
+		taints := func(ts ...corev1.Taint) []byte {
+			data, _ := json.Marshal(map[string]any{"spec": map[string]any{"taints": ts}})
+			return data
+		}
+		ours := corev1.Taint{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}
+		denied := []struct {
+			name, node, sub string
+			pt              types.PatchType
+			body            []byte
+			want            string
+		}{
+			{"another taint", nodeName, "", types.MergePatchType, taints(ours, corev1.Taint{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}), "may only add or remove the taint"},
+			{"its taint as NoExecute", nodeName, "", types.MergePatchType, taints(corev1.Taint{Key: taint.Key, Effect: corev1.TaintEffectNoExecute}), "with effect NoSchedule"},
+			{"its taint on another node", other.Name, "", types.MergePatchType, taints(ours), "may only write its own Node"},
+			{"a label", nodeName, "", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
+			{"a label through nodes/status", nodeName, "status", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
+			{"unschedulable", nodeName, "", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), "may only change the taints"},
+			{"the Ready condition", nodeName, "status", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x"}]}}`), "may only change the Node condition"},
+			{"its condition on another node", other.Name, "status", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"NetworkPoolExhausted","status":"True"}]}}`), "may only write its own Node"},
+		}
+		for _, d := range denied {
+			var subs []string
+			if d.sub != "" {
+				subs = []string{d.sub}
+			}
+			_, err := sc.CoreV1().Nodes().Patch(ctx, d.node, d.pt, d.body, metav1.PatchOptions{}, subs...)
+			if err == nil || !(apierrors.IsInvalid(err) || apierrors.IsForbidden(err)) || !strings.Contains(err.Error(), d.want) {
+				t.Errorf("denied: %s: patch = %v, want a denial containing %q", d.name, err, d.want)
+			}
+		}
+		// Control: the same identity may write its own condition.
+		if _, err := sc.CoreV1().Nodes().Patch(ctx, nodeName, types.StrategicMergePatchType, taint.StatusPatch(own, taint.Condition(true, "control"), time.Now(), true), metav1.PatchOptions{}, "status"); err != nil {
+			t.Errorf("the sidecar's identity writing its own condition = %v, want allowed", err)
+		}
+		after := n.nodeObject()
+		if after.Labels["nr"] != "" || after.Spec.Unschedulable || len(after.Spec.Taints) != 1 || !taint.Has(after) {
+			t.Errorf("the node changed despite the denials: labels %v, taints %+v", after.Labels, after.Spec.Taints)
+		}
+		if ok, _ := n.ready(); !ok {
+			t.Error("the node's Ready condition changed")
+		}
+	})
+	n.t = t
+
+	for _, name := range fill[:2] {
+		if err := n.Admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	deleted := time.Now()
+	n.waitFor("the taint lifted", time.Minute, func() bool { _, r := times.get(); return !r.IsZero() })
+	_, removed := times.get()
+	n.waitPod("overflow", "scheduled and Ready", 2*time.Minute, podReady)
+	t.Logf("pool: two pods deleted; taint lifted %.1fs later (after kubelet's DELs freed the addresses), the overflow pod Ready %.1fs after the deletes",
+		removed.Sub(deleted).Seconds(), time.Since(deleted).Seconds())
+	if c := taint.Current(n.nodeObject()); c == nil || c.Status != corev1.ConditionFalse {
+		t.Errorf("the condition after the pool freed up = %+v", c)
+	}
+	// Room for the scenarios after this one.
+	for _, name := range append(fill[2:], "overflow") {
+		n.Admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+	}
+	n.waitFor("the fill pods' addresses released", 2*time.Minute, func() bool { return n.allocations() <= nodePoolUsable-free })
+}

@@ -1,0 +1,288 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/watch"
+
+	"github.com/netready/netready/pkg/taint"
+)
+
+// hostLocal allocates and releases addresses with the real host-local
+// plugin, as a main plugin's ADD and DEL do.
+type hostLocal struct {
+	network string
+	ipam    string // the ipam object
+	netns   string // any netns but ours: host-local only checks that
+}
+
+func (h *hostLocal) run(cmd, id string) error {
+	c := exec.Command(filepath.Join(cniBinDir, "host-local"))
+	c.Env = []string{"CNI_COMMAND=" + cmd, "CNI_CONTAINERID=" + id, "CNI_NETNS=" + h.netns, "CNI_IFNAME=eth0", "CNI_PATH=" + cniBinDir}
+	c.Stdin = strings.NewReader(fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"type":"bridge","ipam":%s}`, h.network, h.ipam))
+	out, err := c.CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("host-local %s %s: %v: %s", cmd, id, err, out)
+	}
+	return nil
+}
+
+func (h *hostLocal) add(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := h.run("ADD", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func (h *hostLocal) del(t *testing.T, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		if err := h.run("DEL", id); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// writeNetwork writes a conflist whose first plugin is a bridge with this
+// ipam, chained to netready with status.
+func writeNetwork(t *testing.T, confDir, file, network, ipam, status string) {
+	t.Helper()
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"bridge","bridge":"nrpool0","ipam":%s},{"type":"netready","status":%s}]}`, network, ipam, status)
+	if err := os.WriteFile(filepath.Join(confDir, file), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// nodeTaints records whether the node carries the taint at each change, as
+// a watch on the node sees it.
+type nodeTaints struct {
+	has     atomic.Bool
+	removed atomic.Int32 // how often the taint went away
+	added   atomic.Int32
+}
+
+func watchTaint(t *testing.T, a *apiServer, node string) *nodeTaints {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := a.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	nt := &nodeTaints{}
+	go func() {
+		for ev := range w.ResultChan() {
+			if ev.Type != watch.Added && ev.Type != watch.Modified {
+				continue
+			}
+			has := taint.Has(ev.Object.(*corev1.Node))
+			if old := nt.has.Swap(has); old != has {
+				if has {
+					nt.added.Add(1)
+				} else {
+					nt.removed.Add(1)
+				}
+			}
+		}
+	}()
+	return nt
+}
+
+func (a *apiServer) node(t *testing.T, name string) *corev1.Node {
+	t.Helper()
+	n, err := a.Admin.CoreV1().Nodes().Get(context.Background(), name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+func within(t *testing.T, what string, limit time.Duration, ok func() bool) {
+	t.Helper()
+	for start := time.Now(); !ok(); time.Sleep(50 * time.Millisecond) {
+		if time.Since(start) > limit {
+			t.Fatalf("%s: not within %s", what, limit)
+		}
+	}
+}
+
+// never fails if ok stops holding within d; within fails if ok does not
+// hold within limit.
+func never(t *testing.T, what string, d time.Duration, ok func() bool) {
+	t.Helper()
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(50 * time.Millisecond) {
+		if !ok() {
+			t.Fatalf("%s", what)
+		}
+	}
+}
+
+// TestPoolTaint: the sidecar's pool watch at its edges, on a real
+// kube-apiserver with the RBAC of deploy/, counting pools that the real
+// host-local plugin fills and empties: a pool at exactly minFree, the
+// hysteresis, a restart while tainted, a restart after the pool freed up,
+// a dual-stack pool where only IPv6 runs out, and the metrics.
+func TestPoolTaint(t *testing.T) {
+	a := startAPIServer(t)
+	ctx := context.Background()
+	const node = "node-pool"
+	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule}}}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	confDir, data := t.TempDir(), t.TempDir()
+	// A /29 is 5 addresses (.2-.6); minFree 2.
+	netns := newNS(t).Path()
+	v4 := &hostLocal{netns: netns, network: "edge", ipam: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.77.0.0/29"}]],"dataDir":%q}`, data)}
+	writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2}`)
+	nt := watchTaint(t, a, node)
+	state := t.TempDir()
+	args := []string{"--cni-conf-dir", confDir, "--pool-resync", "1s"}
+	sidecar := func() (string, func()) {
+		listen, _, stop := startSidecarProc(t, a, a.AgentKubeconfig, state, node, args...)
+		return listen, stop
+	}
+	listen, stop := sidecar()
+	condition := func() *corev1.NodeCondition { return taint.Current(a.node(t, node)) }
+
+	t.Run("exactly minFree is not short", func(t *testing.T) {
+		v4.add(t, "c1", "c2", "c3")
+		within(t, "the condition counting 3 of 5", 10*time.Second, func() bool {
+			c := condition()
+			return c != nil && strings.Contains(c.Message, "edge: 3 of 5 addresses in use")
+		})
+		never(t, "the node was tainted with exactly minFree (2) addresses free", 3*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		if c := condition(); c.Status != corev1.ConditionFalse || c.Reason != taint.ReasonAvailable {
+			t.Errorf("condition = %+v, want False", c)
+		}
+		if m := metricsText(t, listen); !strings.Contains(m, `netready_pool_free_addresses{network="edge",range="10.77.0.0/29"} 2`) ||
+			!strings.Contains(m, `netready_pool_size{network="edge",range="10.77.0.0/29"} 5`) {
+			t.Errorf("metrics lack the pool:\n%s", grepLines(m, "netready_pool"))
+		}
+	})
+	t.Run("one below minFree taints, keeping the other taint", func(t *testing.T) {
+		v4.add(t, "c4")
+		added := time.Now()
+		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		t.Logf("taint %d ms after host-local's ADD returned", time.Since(added).Milliseconds())
+		n := a.node(t, node)
+		if !otherTaintKept(n) {
+			t.Errorf("taints = %+v, want the other one kept", n.Spec.Taints)
+		}
+		if c := taint.Current(n); c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "4 of 5 addresses in use") {
+			t.Errorf("condition = %+v", c)
+		}
+	})
+	t.Run("back at exactly minFree stays tainted (hysteresis)", func(t *testing.T) {
+		v4.del(t, "c4")
+		never(t, "the taint went away at exactly minFree", 3*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+	})
+	t.Run("a restart while tainted keeps a taint that still applies", func(t *testing.T) {
+		removed := nt.removed.Load()
+		stop()
+		listen, stop = sidecar()
+		never(t, "the restarted sidecar lifted a taint that still applies", 3*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		if nt.removed.Load() != removed {
+			t.Errorf("the taint was removed and added again during the restart")
+		}
+	})
+	t.Run("minFree+1 lifts it", func(t *testing.T) {
+		v4.del(t, "c3")
+		within(t, "the taint gone", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		if n := a.node(t, node); !otherTaintKept(n) {
+			t.Errorf("taints = %+v, want the other one kept", n.Spec.Taints)
+		}
+	})
+	t.Run("a restart leaves no taint behind that no longer applies", func(t *testing.T) {
+		v4.add(t, "c3", "c4")
+		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		stop()
+		v4.del(t, "c3", "c4") // freed while the sidecar was down
+		listen, stop = sidecar()
+		within(t, "the restarted sidecar lifting the stale taint", 10*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+	})
+	t.Run("dual stack, only IPv6 runs out", func(t *testing.T) {
+		dual := &hostLocal{netns: netns, network: "dual", ipam: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.78.0.0/24"}],[{"subnet":"fd00:78::/125"}]],"dataDir":%q}`, data)}
+		writeNetwork(t, confDir, "20-dual.conflist", "dual", dual.ipam, `{"ipam":"auto"}`)
+		var ids []string
+		for i := 0; ; i++ {
+			id := fmt.Sprintf("d%d", i)
+			if err := dual.run("ADD", id); err != nil {
+				if !strings.Contains(err.Error(), "no IP addresses available") {
+					t.Fatal(err)
+				}
+				break
+			}
+			ids = append(ids, id)
+		}
+		t.Logf("host-local handed out %d dual-stack pairs before IPv6 ran out", len(ids))
+		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		c := condition()
+		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, fmt.Sprintf("%d of %d addresses in use in fd00:78::/125", len(ids), len(ids))) ||
+			!strings.Contains(c.Message, fmt.Sprintf("%d of 253 addresses in use in 10.78.0.0/24", len(ids))) {
+			t.Errorf("condition = %+v, want IPv6 named as full and IPv4 counted", c)
+		}
+		m := metricsText(t, listen)
+		if !strings.Contains(m, `netready_pool_free_addresses{network="dual",range="fd00:78::/125"} 0`) ||
+			!strings.Contains(m, fmt.Sprintf(`netready_pool_free_addresses{network="dual",range="10.78.0.0/24"} %d`, 253-len(ids))) {
+			t.Errorf("metrics:\n%s", grepLines(m, "netready_pool"))
+		}
+		dual.del(t, ids[0], ids[1])
+		within(t, "the taint gone once IPv6 has minFree+1", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		dual.del(t, ids[2:]...)
+	})
+	t.Run("an invalid entry never lifts the taint", func(t *testing.T) {
+		v4.add(t, "c3", "c4")
+		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2,"poolAcion":"taint"}`)
+		v4.del(t, "c3", "c4")
+		never(t, "the taint was lifted while the entry was invalid", 3*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2}`)
+		within(t, "the taint gone once the entry is fixed", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+	})
+	t.Run("poolAction notready leaves the node untainted", func(t *testing.T) {
+		writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2,"poolAction":"notready"}`)
+		v4.add(t, "c3", "c4")
+		within(t, "the count", 5*time.Second, func() bool {
+			return strings.Contains(metricsText(t, listen), `netready_pool_free_addresses{network="edge",range="10.77.0.0/29"} 1`)
+		})
+		never(t, "a notready pool tainted the node", 2*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		v4.del(t, "c1", "c2", "c3", "c4")
+	})
+	stop()
+	// The other taint was never touched.
+	if n := a.node(t, node); !otherTaintKept(n) || taint.Has(n) {
+		t.Errorf("taints at the end = %+v", n.Spec.Taints)
+	}
+}
+
+// otherTaintKept: the operator's taint is still there, unchanged.
+func otherTaintKept(n *corev1.Node) bool {
+	return slices.Contains(n.Spec.Taints, corev1.Taint{Key: "example.com/dedicated", Value: "db", Effect: corev1.TaintEffectNoSchedule})
+}
+
+func grepLines(s, sub string) string {
+	var out []string
+	for _, l := range strings.Split(s, "\n") {
+		if strings.Contains(l, sub) {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
