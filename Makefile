@@ -7,9 +7,10 @@ BIN := $(CURDIR)/bin
 CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
-TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN)
+CRIO_BIN := $(CACHE)/crio
+TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN)
 
-.PHONY: all build image demo-node deps tools containerd k8s demo test unit integration bench fuzz lint clean
+.PHONY: all build image demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -36,6 +37,9 @@ containerd:
 k8s:
 	@scripts/build-k8s.sh $(K8S_BIN)
 
+crio: deps
+	@scripts/build-crio.sh $(CRIO_BIN)
+
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
@@ -46,7 +50,7 @@ demo-node: deps tools containerd k8s build image
 	  $(GO) test -tags 'integration demo' -count=1 -run '^TestNodeDemo$$' -v -timeout 10m ./test/integration/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s build image unit integration
+test: deps tools containerd k8s crio build image unit integration
 
 unit:
 	$(GO) test -count=1 ./...

@@ -10,6 +10,12 @@ command -v nft >/dev/null      || need+=(nftables)
 command -v jq >/dev/null       || need+=(jq)
 command -v runc >/dev/null     || need+=(runc)
 command -v file >/dev/null     || need+=(file)
+# CRI-O's build (cgo, seccomp) and its container monitor.
+command -v conmon >/dev/null   || need+=(conmon)
+dpkg -s libseccomp-dev >/dev/null 2>&1 || need+=(libseccomp-dev)
+command -v gcc >/dev/null      || need+=(gcc libc6-dev)
+command -v make >/dev/null     || need+=(make)
+command -v pkg-config >/dev/null || need+=(pkg-config)
 
 # ovsdb-server for the ovn-kubernetes preset's tests. Installing the
 # package must not start Open vSwitch on the host: policy-rc.d (exit 101)
@@ -32,6 +38,6 @@ if [ ${#need[@]} -gt 0 ]; then
   [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ $rc = 0 ] || exit $rc
 fi
-for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl; do
+for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl conmon gcc make pkg-config; do
   command -v "$c" >/dev/null || { echo "deps: $c is still missing" >&2; exit 1; }
 done

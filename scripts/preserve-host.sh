@@ -55,9 +55,40 @@ cleanup_node() {
   return 0
 }
 
+# cleanup_crio undoes what a CRI-O test that died half-way left: the
+# processes of its pods' cgroup and those run from /run/nr-crio (conmon),
+# mounts, the folder, cgroups, and its entries in libcni's cache.
+cleanup_crio() {
+  local root=/run/nr-crio
+  for h in /sys/fs/cgroup/*/nr-crio /sys/fs/cgroup/nr-crio; do
+    [ -d "$h" ] || continue
+    find "$h" -name cgroup.procs -exec cat {} + 2>/dev/null | while read -r p; do
+      echo "preserve-host: stopping leftover CRI-O pod process $p"; kill -KILL "$p" 2>/dev/null
+    done
+  done
+  if [ -e $root ]; then
+    for p in $(pgrep -f "$root/" 2>/dev/null); do
+      echo "preserve-host: stopping leftover CRI-O process $p ($(tr '\0' ' ' </proc/$p/cmdline 2>/dev/null | cut -c1-60))"
+      kill -KILL "$p" 2>/dev/null
+    done
+    sleep 0.2
+    awk -v d="$root" 'index($5, d) == 1 {print $5}' /proc/self/mountinfo | sort -r | while read -r m; do
+      umount "$m" 2>/dev/null || umount -l "$m"; echo "preserve-host: unmounted $m"
+    done
+    rm -rf $root && echo "preserve-host: removed $root"
+  fi
+  for h in /sys/fs/cgroup/*/nr-crio /sys/fs/cgroup/nr-crio; do
+    [ -d "$h" ] || continue
+    find "$h" -depth -type d -exec rmdir {} \; 2>/dev/null
+    [ -d "$h" ] && echo "preserve-host: could not remove cgroup $h" || echo "preserve-host: removed cgroup $h"
+  done
+  return 0
+}
+
 restore() {
   rc=$?
   cleanup_node
+  cleanup_crio
   for s in "${sysctls[@]}"; do sysctl -qw "$s=${saved[$s]}"; done
   [ $had_cache = 0 ] && rm -rf /var/lib/cni
   [ $had_run_containerd = 0 ] && ! pgrep -x containerd >/dev/null && rm -rf /run/containerd

@@ -27,6 +27,8 @@ type cri struct {
 	// hadRun: /run/containerd existed before; shims put their sockets
 	// there whatever the state dir.
 	hadRun bool
+	// cgroupParent, when set, holds every pod's processes.
+	cgroupParent string
 }
 
 // containerdConfig points every path containerd would use at dir, and CNI
@@ -214,6 +216,10 @@ func (c *cri) runPod(name string) (string, error) {
 		"metadata":      map[string]any{"name": name, "namespace": "default", "uid": "uid-" + name, "attempt": 0},
 		"log_directory": filepath.Join(c.dir, "logs", name),
 		"linux":         map[string]any{},
+	}
+	if c.cgroupParent != "" {
+		spec["linux"] = map[string]any{"cgroup_parent": c.cgroupParent,
+			"security_context": map[string]any{"namespace_options": map[string]any{"network": 0, "pid": 1, "ipc": 0}}}
 	}
 	data, _ := json.Marshal(spec)
 	path := filepath.Join(c.dir, name+".json")

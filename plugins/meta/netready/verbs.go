@@ -103,6 +103,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	// A pending marker is still being worked on by the sidecar.
 	if m.State == marker.StatePending {
+		log.Info("CHECK done: the marker is pending; the sidecar is re-checking")
 		return nil
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(conf.Timeout, checkBudget))
@@ -112,6 +113,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err := probeDatapath(ctx, conf.Checks, att, env); err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
+	log.Info("CHECK done: the marker matches and address and route hold")
 	return nil
 }
 
