@@ -23,8 +23,8 @@ type Network struct {
 
 // Networks reads every CNI config file in confDir, in the runtime's order,
 // and returns the networks whose netready entry names a pool; the first
-// valid file of each network wins, as for the runtime. Entries that are not
-// valid come back as problems; they never hide the valid ones. err is set
+// valid file of each network wins, as for the runtime. Files and entries
+// that are not valid come back as problems; they never hide the valid ones. err is set
 // only when the folder cannot be read at all.
 func Networks(confDir string) (nets []Network, problems, err error) {
 	entries, err := os.ReadDir(confDir)
@@ -41,8 +41,14 @@ func Networks(confDir string) (nets []Network, problems, err error) {
 			continue
 		}
 		f, err := conflist.Load(filepath.Join(confDir, e.Name()))
-		if err != nil || seen[f.Network] {
-			continue // the runtime skips it too, or uses an earlier file
+		if err != nil {
+			// Perhaps a vendor's file caught mid-write: it may be a
+			// watched network's, so it is a problem, not nothing.
+			errs = append(errs, err)
+			continue
+		}
+		if seen[f.Network] {
+			continue // the runtime uses the earlier file
 		}
 		seen[f.Network] = true
 		n, err := networkOf(f)

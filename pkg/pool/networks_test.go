@@ -45,7 +45,7 @@ func TestNetworks(t *testing.T) {
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("networks (-want +got):\n%s", diff)
 	}
-	for _, p := range []string{`20-b.conflist: netready: invalid configuration: status: unknown key "poolActon"`, `50-e.conflist: ipam "auto": the first plugin of`} {
+	for _, p := range []string{`20-b.conflist: netready: invalid configuration: status: unknown key "poolActon"`, `50-e.conflist: ipam "auto": the first plugin of`, `70-g.conflist: not a JSON object`} {
 		if problems == nil || !strings.Contains(problems.Error(), p) {
 			t.Errorf("problems = %v, want %q", problems, p)
 		}
