@@ -21,10 +21,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
-	"k8s.io/client-go/tools/events"
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/netready/netready/pkg/marker"
@@ -53,13 +51,13 @@ type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s
 // happens under it.
 type controller struct {
 	opts     options
-	client   corev1client.CoreV1Interface
+	client   kube
 	log      *slog.Logger
 	metrics  *metrics
 	store    marker.Store
 	queue    workqueue.TypedRateLimitingInterface[string]
 	pods     corelisters.PodLister
-	recorder events.EventRecorder
+	recorder eventRecorder
 	recheck  rechecker
 	now      func() time.Time
 	ready    atomic.Bool
@@ -96,7 +94,7 @@ type markerRef struct {
 	uid    types.UID
 }
 
-func newController(o options, client corev1client.CoreV1Interface, recorder events.EventRecorder, log *slog.Logger, m *metrics) *controller {
+func newController(o options, client kube, recorder eventRecorder, log *slog.Logger, m *metrics) *controller {
 	return &controller{
 		opts: o, client: client, log: log, metrics: m, recorder: recorder,
 		store: marker.Store{Dir: o.StateDir},
@@ -200,11 +198,11 @@ func (c *controller) podInformer() cache.SharedIndexInformer {
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return c.client.Pods("").List(context.Background(), o)
+			return c.client.ListPods(context.Background(), o)
 		},
 		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return c.client.Pods("").Watch(context.Background(), o)
+			return c.client.WatchPods(context.Background(), o)
 		},
 	}
 	// As client-go's own informers do: a client that cannot stream lists
@@ -383,7 +381,7 @@ func (c *controller) process(ctx context.Context, key string) error {
 	}
 	actx, cancel := context.WithTimeout(ctx, apiTimeout)
 	defer cancel()
-	_, err = c.client.Pods(pod.Namespace).Patch(actx, pod.Name, types.StrategicMergePatchType, patch, metav1.PatchOptions{}, "status")
+	err = c.client.PatchPodStatus(actx, pod.Namespace, pod.Name, types.StrategicMergePatchType, patch)
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err):

@@ -14,10 +14,11 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 
@@ -57,7 +58,7 @@ func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 		}
 	}
 	h.client.ClearActions()
-	h.c = newController(o, fakeCore{h.client.CoreV1()}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
+	h.c = newController(o, fakeKube{h.client}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
 	// Re-checks block until stopped: the test writes markers itself.
 	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
 		h.mu.Lock()
@@ -99,11 +100,37 @@ func (h *harness) writeMarker(pod *corev1.Pod, network, ifName, state string, cr
 	}
 }
 
-// fakeCore is the fake's core/v1 client, saying what the fake Clientset
-// says: it cannot stream lists, so the reflector lists instead.
-type fakeCore struct{ corev1client.CoreV1Interface }
+// fakeKube is kube over client-go's fake Clientset. Like the fake, it
+// cannot stream lists, so the reflector lists instead.
+type fakeKube struct{ c *fake.Clientset }
 
-func (fakeCore) IsWatchListSemanticsUnSupported() bool { return true }
+func (fakeKube) IsWatchListSemanticsUnSupported() bool { return true }
+
+func (f fakeKube) ListPods(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
+	return f.c.CoreV1().Pods("").List(ctx, o)
+}
+
+func (f fakeKube) WatchPods(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
+	return f.c.CoreV1().Pods("").Watch(ctx, o)
+}
+
+func (f fakeKube) PatchPodStatus(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error {
+	_, err := f.c.CoreV1().Pods(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{}, "status")
+	return err
+}
+
+func (f fakeKube) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	return f.c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+}
+
+func (f fakeKube) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, sub ...string) (*corev1.Node, error) {
+	return f.c.CoreV1().Nodes().Patch(ctx, name, pt, data, metav1.PatchOptions{}, sub...)
+}
+
+func (f fakeKube) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	_, err := f.c.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
+	return err
+}
 
 // patches counts pods/status patches sent so far.
 func (h *harness) patches() int {

@@ -20,14 +20,9 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/util/validation"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
-	eventsv1client "k8s.io/client-go/kubernetes/typed/events/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
-	"k8s.io/client-go/tools/events"
 
 	"github.com/netready/netready/pkg/publish"
 )
@@ -84,33 +79,15 @@ func run(args []string) int {
 		return 1
 	}
 	cfg.UserAgent = "netready-sidecar"
-	// Only the two API groups the sidecar uses: the full clientset links
-	// every group, and tripled the binary.
-	client, err := corev1client.NewForConfig(cfg)
+	client, err := newRESTKube(cfg)
 	if err != nil {
 		log.Error("Kubernetes client", "err", err)
 		return 1
 	}
-	eventsClient, err := eventsv1client.NewForConfig(cfg)
-	if err != nil {
-		log.Error("Kubernetes events client", "err", err)
-		return 1
-	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
-
-	// events/v1, with client-go's own spam filter and series aggregation,
-	// so that a crash-looping pod cannot flood the API.
-	broadcaster := events.NewBroadcaster(&events.EventSinkImpl{Interface: eventsClient})
-	broadcaster.StartRecordingToSink(ctx.Done())
-	defer broadcaster.Shutdown()
-	// The recorder needs the kind of what Events are about: pods only.
-	scheme := runtime.NewScheme()
-	if err := corev1.AddToScheme(scheme); err != nil {
-		log.Error("scheme", "err", err)
-		return 1
-	}
-	recorder := broadcaster.NewRecorder(scheme, "netready-sidecar")
+	recorder := newRecorder(client, o.NodeName, log)
+	go recorder.run(ctx)
 
 	reg := prometheus.NewRegistry()
 	c := newController(o, client, recorder, log, newMetrics(reg))
@@ -123,7 +100,7 @@ func run(args []string) int {
 	}()
 	defer srv.Close()
 	if o.CNIConfDir != "" {
-		pw := newPoolWatcher(o, client.Nodes(), log, c.metrics)
+		pw := newPoolWatcher(o, client, log, c.metrics)
 		go func() {
 			if err := pw.run(ctx); err != nil {
 				log.Error("pool watch stopped", "err", err)

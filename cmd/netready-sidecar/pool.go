@@ -9,9 +9,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	corev1client "k8s.io/client-go/kubernetes/typed/core/v1"
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/pool"
@@ -30,7 +28,7 @@ import (
 type poolWatcher struct {
 	confDir string
 	node    string
-	nodes   corev1client.NodeInterface
+	nodes   kube
 	resync  time.Duration
 	log     *slog.Logger
 	metrics *metrics
@@ -49,7 +47,7 @@ type poolWatcher struct {
 	noted   string
 }
 
-func newPoolWatcher(o options, nodes corev1client.NodeInterface, log *slog.Logger, m *metrics) *poolWatcher {
+func newPoolWatcher(o options, nodes kube, log *slog.Logger, m *metrics) *poolWatcher {
 	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, log: log.With("part", "pool"),
 		metrics: m, now: time.Now, watched: map[string]bool{}, short: map[string]bool{}}
 }
@@ -124,7 +122,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	defer cancel()
 	if w.seeded == nil {
 		// The node's taint seeds the hysteresis before the first count.
-		node, err := w.nodes.Get(ctx, w.node, metav1.GetOptions{})
+		node, err := w.nodes.GetNode(ctx, w.node)
 		if err != nil {
 			return fmt.Errorf("get node: %w", err)
 		}
@@ -140,7 +138,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	if !full && want == *w.applied {
 		return nil
 	}
-	node, err := w.nodes.Get(ctx, w.node, metav1.GetOptions{})
+	node, err := w.nodes.GetNode(ctx, w.node)
 	if err != nil {
 		return fmt.Errorf("get node: %w", err)
 	}
@@ -148,7 +146,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 		return nil // never touched: nothing to say
 	}
 	if p := taint.SpecPatch(node, want); p != nil {
-		if node, err = w.nodes.Patch(ctx, w.node, types.MergePatchType, p, metav1.PatchOptions{}); err != nil {
+		if node, err = w.nodes.PatchNode(ctx, w.node, types.MergePatchType, p); err != nil {
 			return fmt.Errorf("patch the taint: %w", err)
 		}
 		w.log.Info("node taint", "taint", taint.Key, "present", want, "pools", strings.Join(j.message, "; "))
@@ -162,7 +160,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	// The message alone is rewritten only on full rounds: counts move with
 	// every pod, and every write to a Node reaches every watcher of nodes.
 	if p := taint.StatusPatch(node, taint.Condition(want, msg), w.now(), full); p != nil {
-		if _, err := w.nodes.Patch(ctx, w.node, types.StrategicMergePatchType, p, metav1.PatchOptions{}, "status"); err != nil {
+		if _, err := w.nodes.PatchNode(ctx, w.node, types.StrategicMergePatchType, p, "status"); err != nil {
 			return fmt.Errorf("patch the %s condition: %w", taint.ConditionType, err)
 		}
 	}

@@ -28,6 +28,7 @@ import (
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
 )
 
 // Benchmarks print figures measured in one run, side by side with a
@@ -498,4 +499,88 @@ func BenchmarkPublishLatency(b *testing.B) {
 	}
 	fmt.Printf("\nPublish latency, marker written -> condition seen through a watch (%d pods, client-go default QPS 5 / burst 10): p50 %s, p99 %s\n",
 		pods, ms(percentile(lat, .5)), ms(percentile(lat, .99)))
+}
+
+// vmRSS is a process's resident set in MB.
+func vmRSS(pid int) float64 {
+	data, _ := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	for _, l := range strings.Split(string(data), "\n") {
+		if f := strings.Fields(l); len(f) >= 2 && f[0] == "VmRSS:" {
+			kb, _ := strconv.ParseFloat(f[1], 64)
+			return kb / 1024
+		}
+	}
+	return 0
+}
+
+// BenchmarkSidecarFootprint: the sidecar's RSS in steady state with 110
+// gated pods on its node (each with a ready marker, all published), 40 pods
+// on another node, and a pool it watches; beside the same sidecar with no
+// pod at all, in the same run.
+func BenchmarkSidecarFootprint(b *testing.B) {
+	a := startAPIServer(b)
+	confDir, data := b.TempDir(), b.TempDir()
+	os.WriteFile(filepath.Join(confDir, "10-pods.conflist"), []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pods","plugins":[
+		{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":%q}},
+		{"type":"netready","status":{"ipam":"auto"}}]}`, data)), 0o644)
+	published := func() int {
+		n := 0
+		pods, _ := a.Admin.CoreV1().Pods("default").List(context.Background(), metav1.ListOptions{})
+		for i := range pods.Items {
+			if c := publish.Current(&pods.Items[i], publish.DefaultConditionType); c != nil && c.Status == corev1.ConditionTrue {
+				n++
+			}
+		}
+		return n
+	}
+	steady := func(state, node string, want int) float64 {
+		listen, _, stop := startSidecarProc(b, a, a.AgentKubeconfig, state, node, "--cni-conf-dir", confDir)
+		defer stop()
+		var pid int
+		for _, p := range procsMentioning(listen) {
+			pid = p
+		}
+		// Every pod published (client-go's default 5 QPS makes 110
+		// patches take about 22 s), then 5 s to settle.
+		for start := time.Now(); published() < want; time.Sleep(time.Second) {
+			if time.Since(start) > 2*time.Minute {
+				b.Fatalf("%d pods published, want %d", published(), want)
+			}
+		}
+		time.Sleep(5 * time.Second)
+		worst := 0.0
+		for range 10 {
+			worst = max(worst, vmRSS(pid))
+			time.Sleep(time.Second)
+		}
+		return worst
+	}
+	idle := steady(b.TempDir(), "node-idle", 0)
+
+	state := b.TempDir()
+	store := marker.Store{Dir: state}
+	for i := range 110 {
+		name := fmt.Sprintf("fp-%d", i)
+		pod := a.newPod(name, testNode)
+		now := time.Now()
+		m := &marker.Marker{Version: marker.Version, Network: "pods", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0",
+			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(pod.UID)}, IPs: []string{fmt.Sprintf("10.99.0.%d/24", i+2)},
+			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		if err := store.Write(m); err != nil {
+			b.Fatal(err)
+		}
+	}
+	for i := range 40 {
+		a.newPod(fmt.Sprintf("other-%d", i), "node-other")
+	}
+	busy := steady(state, testNode, 110)
+	fmt.Printf("\nSidecar RSS, steady state (max of 10 samples over 10 s): %.1f MB with 110 gated pods published (goal <= 30 MB: %s); %.1f MB with no pod, same run\n",
+		busy, metOrMissed(busy <= 30), idle)
+}
+
+func metOrMissed(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "MISSED"
 }

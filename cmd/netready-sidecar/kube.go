@@ -1,0 +1,170 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/rest"
+)
+
+// kube is all the sidecar asks of the API server: this node's pods and
+// their status, its own Node, and Events about pods.
+type kube interface {
+	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
+	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
+	PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error
+	GetNode(ctx context.Context, name string) (*corev1.Node, error)
+	PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error)
+	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
+}
+
+// restKube is kube over two REST clients whose codec knows core/v1 and
+// events/v1 only. client-go's typed clients pull in a scheme of every API
+// group, which doubled the binary and its resident memory.
+type restKube struct {
+	core, events rest.Interface
+	params       runtime.ParameterCodec
+}
+
+func newRESTKube(cfg *rest.Config) (*restKube, error) {
+	scheme := runtime.NewScheme()
+	if err := corev1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := eventsv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	codecs := serializer.NewCodecFactory(scheme)
+	client := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
+		c := rest.CopyConfig(cfg)
+		c.GroupVersion, c.APIPath = &gv, apiPath
+		c.NegotiatedSerializer = codecs.WithoutConversion()
+		if c.UserAgent == "" {
+			c.UserAgent = rest.DefaultKubernetesUserAgent()
+		}
+		return rest.RESTClientFor(c)
+	}
+	core, err := client(corev1.SchemeGroupVersion, "/api")
+	if err != nil {
+		return nil, fmt.Errorf("core/v1 client: %w", err)
+	}
+	events, err := client(eventsv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("events/v1 client: %w", err)
+	}
+	return &restKube{core: core, events: events, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+func (k *restKube) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+	var list corev1.PodList
+	err := k.core.Get().Resource("pods").VersionedParams(&opts, k.params).Do(ctx).Into(&list)
+	return &list, err
+}
+
+func (k *restKube) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return k.core.Get().Resource("pods").VersionedParams(&opts, k.params).Watch(ctx)
+}
+
+func (k *restKube) PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error {
+	return k.core.Patch(pt).Namespace(namespace).Resource("pods").Name(name).SubResource("status").Body(data).Do(ctx).Error()
+}
+
+func (k *restKube) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+	var node corev1.Node
+	err := k.core.Get().Resource("nodes").Name(name).Do(ctx).Into(&node)
+	return &node, err
+}
+
+func (k *restKube) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
+	var node corev1.Node
+	err := k.core.Patch(pt).Resource("nodes").Name(name).SubResource(subresources...).Body(data).Do(ctx).Into(&node)
+	return &node, err
+}
+
+func (k *restKube) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+	return k.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}
+
+// eventRecorder is the part of client-go's events.EventRecorder the
+// controller uses, so that tests can pass client-go's FakeRecorder.
+type eventRecorder interface {
+	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
+}
+
+// recorder writes events/v1 Events about pods in the background. Events
+// come only with a change of a pod's condition, so there is no series to
+// aggregate; a full queue drops the Event (logged) rather than hold up
+// publishing.
+type recorder struct {
+	kube     kube
+	instance string
+	log      *slog.Logger
+	queue    chan *eventsv1.Event
+}
+
+const (
+	eventQueue       = 256
+	eventNoteMax     = 1024
+	reportingControl = "netready-sidecar"
+)
+
+func newRecorder(k kube, node string, log *slog.Logger) *recorder {
+	host, _ := os.Hostname()
+	if node != "" {
+		host = node
+	}
+	return &recorder{kube: k, instance: reportingControl + "-" + host, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
+}
+
+// Eventf queues an Event about a pod; other objects are not recorded.
+func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+	pod, ok := regarding.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	now := time.Now()
+	note = fmt.Sprintf(note, args...)
+	if len(note) > eventNoteMax {
+		note = note[:eventNoteMax-3] + "..."
+	}
+	ev := &eventsv1.Event{
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		EventTime:  metav1.NewMicroTime(now), ReportingController: reportingControl, ReportingInstance: r.instance,
+		Action: action, Reason: reason, Type: eventtype, Note: note,
+		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
+			UID: pod.UID, ResourceVersion: pod.ResourceVersion},
+	}
+	select {
+	case r.queue <- ev:
+	default:
+		r.log.Warn("event queue full; dropping an Event", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+	}
+}
+
+// run sends queued Events until ctx ends, each bounded by apiTimeout.
+func (r *recorder) run(ctx context.Context) {
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case ev := <-r.queue:
+			actx, cancel := context.WithTimeout(ctx, apiTimeout)
+			if err := r.kube.CreateEvent(actx, ev); err != nil {
+				r.log.Warn("event not recorded", "pod", ev.Namespace+"/"+ev.Regarding.Name, "reason", ev.Reason, "err", err)
+			}
+			cancel()
+		}
+	}
+}
