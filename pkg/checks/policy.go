@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/httpget"
 	"github.com/netready/netready/pkg/watch"
 )
 
@@ -234,9 +234,10 @@ func CalicoStatusFileName(namespace, pod, ifName string) string {
 // httpCheck: a loopback or unix-socket endpoint answers 2xx, and, with a
 // judge, its JSON answer says ready.
 type httpCheck struct {
-	url    string // what the request is sent to
+	dial   func(context.Context) (net.Conn, error)
+	host   string // the Host header
+	path   string // the request target: path and query
 	target string // what messages show
-	client *http.Client
 	judge  Judge
 }
 
@@ -258,51 +259,47 @@ func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 }
 
 // newHTTPCheck is NewHTTPCheck with the target messages show; "" means
-// the URL.
+// the URL. Never a proxy, never DNS, never a redirect: only the loopback
+// address or the socket is dialled.
 func newHTTPCheck(raw, path, target string, judge Judge) (*httpCheck, error) {
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, never("url %q: %v", raw, err)
 	}
-	// Never a proxy, never DNS: only loopback or the socket is dialled.
-	tr := &http.Transport{Proxy: nil, DisableKeepAlives: true}
 	dialer := &net.Dialer{}
 	c := &httpCheck{target: target, judge: judge}
 	switch u.Scheme {
 	case "unix":
 		sock := u.Path
-		tr.DialContext = func(ctx context.Context, _, _ string) (net.Conn, error) {
-			return dialer.DialContext(ctx, "unix", sock)
-		}
+		c.dial = func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "unix", sock) }
 		if path == "" {
 			path = "/"
 		}
-		c.url = "http://unix" + path
+		c.host, c.path = "localhost", path
 		if c.target == "" {
 			c.target = raw + " " + path
 		}
 	case "http":
-		if !config.IsLoopbackHost(u.Hostname()) {
+		host := u.Hostname()
+		if !config.IsLoopbackHost(host) {
 			return nil, never("url %q is not an IP literal on loopback", raw)
 		}
-		tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
-			h, port, err := net.SplitHostPort(addr)
-			if err != nil {
-				return nil, err
-			}
-			if h == "localhost" {
-				h = "127.0.0.1"
-			}
-			return dialer.DialContext(ctx, network, net.JoinHostPort(h, port))
+		if host == "localhost" {
+			host = "127.0.0.1"
 		}
-		c.url = raw
+		port := u.Port()
+		if port == "" {
+			port = "80"
+		}
+		addr := net.JoinHostPort(host, port)
+		c.dial = func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }
+		c.host, c.path = u.Host, u.RequestURI()
 		if c.target == "" {
 			c.target = raw
 		}
 	default:
 		return nil, never("url %q: scheme must be http or unix", raw)
 	}
-	c.client = &http.Client{Transport: tr, CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
 	return c, nil
 }
 
@@ -313,34 +310,23 @@ func (c *httpCheck) Sources() []watch.Source { return nil }
 func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, httpRequestTimeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, c.url, nil)
-	if err != nil {
-		return false, "", never("request: %v", err)
-	}
-	resp, err := c.client.Do(req)
-	if err != nil {
-		return false, fmt.Sprintf("no answer: %v", err), nil
-	}
-	defer resp.Body.Close()
+	// Nothing reads the answer without a judge: the connection is
+	// closed after the headers.
+	resp, err := httpget.Get(ctx, c.dial, c.host, c.path, c.judge != nil, maxHTTPBody)
 	switch {
-	case resp.StatusCode == http.StatusNotFound:
+	case err != nil:
+		return false, fmt.Sprintf("no answer: %v", err), nil
+	case resp.StatusCode == 404:
 		return false, "not there yet (404)", nil
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return false, fmt.Sprintf("answered %s", resp.Status), nil
 	case c.judge == nil:
-		// Nothing reads the answer: the connection is not reused, so
-		// it need not be drained either.
 		return true, "", nil
-	}
-	body, err := io.ReadAll(io.LimitReader(resp.Body, maxHTTPBody+1))
-	switch {
-	case err != nil:
-		return false, fmt.Sprintf("reading the answer: %v", err), nil
-	case len(body) > maxHTTPBody:
+	case len(resp.Body) > maxHTTPBody:
 		return false, fmt.Sprintf("the answer is larger than %d bytes", maxHTTPBody), nil
 	}
 	var doc any
-	if err := json.Unmarshal(body, &doc); err != nil {
+	if err := json.Unmarshal(resp.Body, &doc); err != nil {
 		return false, fmt.Sprintf("the answer is not JSON: %v", err), nil
 	}
 	ready, why := c.judge(doc)

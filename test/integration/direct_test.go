@@ -207,4 +207,15 @@ func TestPluginIsLean(t *testing.T) {
 	if !strings.Contains(string(out), "github.com/containernetworking/cni") {
 		t.Errorf("go version -m shows no dependencies at all; is this the plugin?\n%s", out)
 	}
+	// The standard library's heavy parts: pkg/httpget does the plugin's
+	// one HTTP exchange instead of net/http, which links TLS and HTTP/2.
+	deps, err := exec.Command("go", "list", "-deps", "../../plugins/meta/netready").CombinedOutput()
+	if err != nil {
+		t.Fatalf("go list -deps: %v\n%s", err, deps)
+	}
+	for _, pkg := range strings.Fields(string(deps)) {
+		if pkg == "net/http" || pkg == "crypto/tls" {
+			t.Errorf("the plugin imports %s", pkg)
+		}
+	}
 }
