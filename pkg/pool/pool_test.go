@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"math/big"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"testing"
@@ -106,5 +107,37 @@ func TestDescribe(t *testing.T) {
 	want := "podnet: 13 of 13 addresses in use in 10.1.0.0/28, 2 of 6 addresses in use in fd00::/125"
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("Describe (-want +got):\n%s", diff)
+	}
+}
+
+// TestEachAddress: more names than one getdents buffer holds, and names
+// that are not addresses.
+func TestEachAddress(t *testing.T) {
+	dir := t.TempDir()
+	var want []string
+	for i := range 5000 {
+		name := fmt.Sprintf("10.%d.%d.%d", i/65536, (i/256)%256, i%256)
+		want = append(want, name)
+	}
+	want = append(want, "fd00::5", "fd00::a")
+	allocate(t, dir, want...)
+	allocate(t, dir, "lock", "last_reserved_ip.0", "last_reserved_ip.1", "fe80::1%eth0", "abc", ":x", "10.1.2.3.4")
+	got := map[string]bool{}
+	if err := eachAddress(dir, func(ip netip.Addr) { got[ip.String()] = true }); err != nil {
+		t.Fatal(err)
+	}
+	if len(got) != len(want) {
+		t.Errorf("%d addresses, want %d", len(got), len(want))
+	}
+	for _, w := range want {
+		if !got[w] {
+			t.Errorf("missing %s", w)
+		}
+	}
+	if err := eachAddress(filepath.Join(dir, "none"), func(netip.Addr) { t.Error("called for a missing folder") }); err != nil {
+		t.Errorf("a missing folder: %v, want nothing allocated", err)
+	}
+	if err := eachAddress(filepath.Join(dir, "lock"), func(netip.Addr) {}); err == nil {
+		t.Error("a file as the folder: no error")
 	}
 }
