@@ -663,3 +663,18 @@ func metOrMissed(ok bool) string {
 	}
 	return "MISSED"
 }
+
+// BenchmarkBinarySizes: what `make build` produced, beside the reference
+// tuning plugin and a no-op Go binary built the same way.
+func BenchmarkBinarySizes(b *testing.B) {
+	size := func(path string) float64 {
+		info, err := os.Stat(path)
+		if err != nil {
+			b.Fatal(err)
+		}
+		return float64(info.Size()) / 1e6
+	}
+	plugin, sidecar := size(filepath.Join(binDir, "netready")), size(filepath.Join(binDir, "netready-sidecar"))
+	fmt.Printf("\nBinary sizes: bin/netready %.1f MB (goal <= 8 MB: %s) | bin/netready-sidecar %.1f MB (goal <= 25 MB: %s) | tuning %.1f MB | a no-op Go binary %.1f MB\n",
+		plugin, metOrMissed(plugin <= 8), sidecar, metOrMissed(sidecar <= 25), size(filepath.Join(cniBinDir, "tuning")), size(noopBinary(b)))
+}
