@@ -196,6 +196,12 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher) judgement {
 		if err != nil {
 			j.unsure = true
 			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
+			// Its hysteresis stays as it was.
+			for key, was := range w.short {
+				if strings.HasPrefix(key, n.Network+" ") {
+					next[key] = was
+				}
+			}
 			continue
 		}
 		for _, r := range rs {

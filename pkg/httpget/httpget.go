@@ -41,7 +41,7 @@ var ErrTooLarge = errors.New("the answer's headers are too large")
 func Get(ctx context.Context, dial func(context.Context) (net.Conn, error), host, target string, readBody bool, maxBody int) (*Response, error) {
 	conn, err := dial(ctx)
 	if err != nil {
-		return nil, err
+		return nil, ctxErr(ctx, err)
 	}
 	defer conn.Close()
 	if d, ok := ctx.Deadline(); ok {
@@ -176,8 +176,12 @@ func headerErr(head *io.LimitedReader, err error) error {
 	return err
 }
 
-// ctxErr says "deadline" rather than "i/o timeout" when ctx ended it.
+// ctxErr says "deadline" rather than "i/o timeout" when ctx ended it. The
+// socket's deadline can fire a moment before ctx's timer does.
 func ctxErr(ctx context.Context, err error) error {
+	if d, ok := ctx.Deadline(); ok && !time.Now().Before(d) {
+		<-ctx.Done()
+	}
 	if ctx.Err() != nil {
 		return fmt.Errorf("%w (%v)", ctx.Err(), err)
 	}

@@ -192,8 +192,9 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 			ready, why = false, err.Error()
 		}
 		// A probe the deadline cut short says only that; the one before
-		// it says why the check is unmet.
-		if !ready && ctx.Err() != nil && res.Why != "" {
+		// it says why the check is unmet. A socket deadline can fire a
+		// moment before ctx's own timer, so a passed deadline counts too.
+		if !ready && deadlinePassed(ctx) && res.Why != "" {
 			return false, nil
 		}
 		res.Why = why
@@ -239,4 +240,14 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 			interval = min(interval*2, maxInterval)
 		}
 	}
+}
+
+// deadlinePassed reports whether ctx is done or its deadline has passed,
+// even if its timer has not fired yet.
+func deadlinePassed(ctx context.Context) bool {
+	if ctx.Err() != nil {
+		return true
+	}
+	d, ok := ctx.Deadline()
+	return ok && !time.Now().Before(d)
 }

@@ -96,3 +96,32 @@ func TestUntil(t *testing.T) {
 		})
 	}
 }
+
+// lateTimer is a context whose deadline has passed but whose timer has not
+// fired yet, as a socket deadline can see it.
+type lateTimer struct {
+	context.Context
+	d time.Time
+}
+
+func (c lateTimer) Deadline() (time.Time, bool) { return c.d, true }
+
+func TestDeadlinePassed(t *testing.T) {
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	tests := []struct {
+		name string
+		ctx  context.Context
+		want bool
+	}{
+		{"no deadline", context.Background(), false},
+		{"deadline ahead", lateTimer{context.Background(), time.Now().Add(time.Hour)}, false},
+		{"deadline passed, timer not fired", lateTimer{context.Background(), time.Now().Add(-time.Millisecond)}, true},
+		{"cancelled", cancelled, true},
+	}
+	for _, tt := range tests {
+		if got := deadlinePassed(tt.ctx); got != tt.want {
+			t.Errorf("%s: deadlinePassed = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
