@@ -6,6 +6,11 @@
 # prefixes (netns cnitest-*, links nr<hex>, rules on 10.200.0.0/16, the
 # test agent's chains NR-<hex> and nftables tables nr<hex>).
 set -uo pipefail
+# One run at a time. A run that starts while another run's bridge has
+# switched forwarding on would save "on" and put it back at its end. The
+# lock is on this script itself, so nothing is left behind.
+exec 9<"$0"
+flock -w 3600 9 || { echo "preserve-host: another run has held the lock for an hour" >&2; exit 1; }
 sysctls=(net.ipv4.ip_forward net.ipv6.conf.all.forwarding net.ipv6.conf.default.forwarding)
 declare -A saved
 for s in "${sysctls[@]}"; do saved[$s]=$(sysctl -n "$s"); done
