@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
-	"os"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -121,11 +120,7 @@ const (
 )
 
 func newRecorder(k kube, node string, log *slog.Logger) *recorder {
-	host, _ := os.Hostname()
-	if node != "" {
-		host = node
-	}
-	return &recorder{kube: k, instance: reportingControl + "-" + host, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
+	return &recorder{kube: k, instance: reportingControl + "-" + node, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
 }
 
 // Eventf queues an Event about a pod; other objects are not recorded.

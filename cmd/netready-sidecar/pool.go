@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -34,8 +35,14 @@ type poolWatcher struct {
 	metrics *metrics
 	now     func() time.Time
 
-	nets    []pool.Network
-	watched map[string]bool
+	nets []pool.Network
+	// loaded says w.nets (and netsUnsure) come from a read of the config
+	// folder; confChanged asks for a new read, set by its inotify events.
+	loaded      bool
+	netsUnsure  bool
+	confChanged atomic.Bool
+	// series are the metrics' label sets written at the last count.
+	series map[[2]string]bool
 	// short holds, per network and range set, whether it was short at the
 	// last count: the hysteresis. seeded is what an unseen range set
 	// starts with: true when the node carried the taint at start-up, so a
@@ -49,7 +56,7 @@ type poolWatcher struct {
 
 func newPoolWatcher(o options, nodes kube, log *slog.Logger, m *metrics) *poolWatcher {
 	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, log: log.With("part", "pool"),
-		metrics: m, now: time.Now, watched: map[string]bool{}, short: map[string]bool{}}
+		metrics: m, now: time.Now, short: map[string]bool{}, series: map[[2]string]bool{}}
 }
 
 // judgement is one count of every watched pool.
@@ -75,9 +82,14 @@ func (w *poolWatcher) run(ctx context.Context) error {
 	go func() {
 		for {
 			select {
-			case _, ok := <-fsw.Events:
+			case ev, ok := <-fsw.Events:
 				if !ok {
 					return
+				}
+				// Allocations only need a count; the config folder a
+				// read of every file in it.
+				if filepath.Clean(ev.Name) == filepath.Clean(w.confDir) || filepath.Dir(ev.Name) == filepath.Clean(w.confDir) {
+					w.confChanged.Store(true)
 				}
 				poke()
 			case err, ok := <-fsw.Errors:
@@ -85,6 +97,7 @@ func (w *poolWatcher) run(ctx context.Context) error {
 					return
 				}
 				w.log.Warn("inotify", "err", err)
+				w.confChanged.Store(true)
 				poke()
 			}
 		}
@@ -130,7 +143,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 		w.seeded, w.applied = &has, &has
 		full = true
 	}
-	j := w.judge(fsw)
+	j := w.judge(fsw, full)
 	want := j.short
 	if !want && j.unsure && *w.applied {
 		want = true // lift it only on a clean count
@@ -167,30 +180,17 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	return nil
 }
 
-// judge reads the config folder, keeps the inotify watches in step with
-// it, and counts every pool.
-func (w *poolWatcher) judge(fsw *fsnotify.Watcher) judgement {
-	var j judgement
-	nets, problems, err := pool.Networks(w.confDir)
-	switch {
-	case err != nil:
-		// Keep the last networks: a folder that cannot be read says
-		// nothing about the pools.
-		j.unsure = true
-		w.note(err)
-	case problems != nil:
-		j.unsure = true
-		w.note(problems)
-		w.nets = nets
-	default:
-		w.note(nil)
-		w.nets = nets
+// judge counts every pool. It reads the config folder first on full rounds
+// and after a change in it, and keeps the inotify watches in step.
+func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
+	if !w.loaded || full || w.confChanged.Swap(false) {
+		w.loadNetworks()
 	}
+	// Every time: host-local makes a network's folder at its first ADD.
 	w.watch(fsw)
-
+	j := judgement{unsure: w.netsUnsure}
 	next := map[string]bool{}
-	w.metrics.poolFree.Reset()
-	w.metrics.poolSize.Reset()
+	series := map[[2]string]bool{}
 	for _, n := range w.nets {
 		rs, err := n.Count()
 		if err != nil {
@@ -219,33 +219,59 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher) judgement {
 			size, _ := r.Usable.Float64()
 			w.metrics.poolFree.WithLabelValues(n.Network, r.Set).Set(free)
 			w.metrics.poolSize.WithLabelValues(n.Network, r.Set).Set(size)
+			series[[2]string{n.Network, r.Set}] = true
 		}
 		j.message = append(j.message, pool.Describe(n.Network, rs)+fmt.Sprintf(" (minFree %d)", n.MinFree))
 	}
-	w.short = next
+	// Series of pools no longer watched go; the others are never absent
+	// from a scrape.
+	for s := range w.series {
+		if !series[s] {
+			w.metrics.poolFree.DeleteLabelValues(s[0], s[1])
+			w.metrics.poolSize.DeleteLabelValues(s[0], s[1])
+		}
+	}
+	w.short, w.series = next, series
 	return j
+}
+
+// loadNetworks reads the config folder. A folder that cannot be read says
+// nothing about the pools: the last networks stay, and so does any taint.
+func (w *poolWatcher) loadNetworks() {
+	nets, problems, err := pool.Networks(w.confDir)
+	switch {
+	case err != nil:
+		w.note(err)
+		w.netsUnsure = true
+		return
+	case problems != nil:
+		w.note(problems)
+	default:
+		w.note(nil)
+	}
+	w.nets, w.netsUnsure, w.loaded = nets, problems != nil, true
 }
 
 // watch adds an inotify watch on the config folder and on each network's
 // allocation folder (or, before host-local made it, its parent).
+// A folder that does not exist yet is added at a later read: its parent's
+// event or the resync. One that was removed drops out of WatchList.
 func (w *poolWatcher) watch(fsw *fsnotify.Watcher) {
-	want := map[string]bool{w.confDir: true}
+	want := map[string]bool{filepath.Clean(w.confDir): true}
 	for _, n := range w.nets {
 		want[n.Dir] = true
 		want[filepath.Dir(n.Dir)] = true
 	}
-	for dir := range want {
-		if w.watched[dir] {
-			continue
-		}
-		if err := fsw.Add(dir); err == nil {
-			w.watched[dir] = true
-		}
-	}
-	for dir := range w.watched {
+	have := map[string]bool{}
+	for _, dir := range fsw.WatchList() {
+		have[dir] = true
 		if !want[dir] {
 			fsw.Remove(dir)
-			delete(w.watched, dir)
+		}
+	}
+	for dir := range want {
+		if !have[dir] {
+			fsw.Add(dir)
 		}
 	}
 }

@@ -73,9 +73,10 @@ func Get(ctx context.Context, dial func(context.Context) (net.Conn, error), host
 	if !readBody {
 		return resp, nil
 	}
-	// What br holds already, then the connection, no longer bound by the
-	// header limit but by the body's.
-	head.N = int64(maxBody) + 1<<16
+	// What br holds already, then the connection, bound now by the body's
+	// limit, with room for chunk framing (and never unbounded: a chunk
+	// size line could be endless).
+	head.N = 2*int64(maxBody) + 1<<16
 	body, err := bodyReader(br, h)
 	if err != nil {
 		return nil, err

@@ -98,6 +98,29 @@ func nodePod(name string, gated bool) *corev1.Pod {
 	return p
 }
 
+// createUnschedulable creates a pod for the scheduler to place, and
+// returns the note of the FailedScheduling event it gets. The 1.36
+// scheduler names no taint key ("node(s) had untolerated taint(s)").
+func (n *k8sNode) createUnschedulable(name string) string {
+	n.t.Helper()
+	p := nodePod(name, false)
+	p.Spec.NodeName = ""
+	n.program(name)
+	n.createPod(p)
+	var note string
+	n.waitFor("FailedScheduling for "+name+" naming an untolerated taint", time.Minute, func() bool {
+		evs, _ := n.Admin.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.Regarding.Name == name && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "untolerated taint") {
+				note = e.Note
+				return true
+			}
+		}
+		return false
+	})
+	return note
+}
+
 func (n *k8sNode) createPod(p *corev1.Pod) {
 	n.t.Helper()
 	if _, err := n.Admin.CoreV1().Pods(p.Namespace).Create(context.Background(), p, metav1.CreateOptions{}); err != nil {
@@ -323,20 +346,7 @@ func TestNode(t *testing.T) {
 		if !strings.Contains(msg, "heartbeat") {
 			t.Errorf("the Node's message does not carry netready's STATUS message: %s", msg)
 		}
-		unscheduled := nodePod("later", false)
-		unscheduled.Spec.NodeName = ""
-		n.program("later")
-		n.createPod(unscheduled)
-		n.waitFor("FailedScheduling naming the taint", time.Minute, func() bool {
-			evs, _ := n.Admin.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
-			for _, e := range evs.Items {
-				if e.Regarding.Name == "later" && e.Reason == "FailedScheduling" && strings.Contains(e.Note, "taint") {
-					t.Logf("agent down: the scheduler: %s", e.Note)
-					return true
-				}
-			}
-			return false
-		})
+		t.Logf("agent down: the scheduler: %s", n.createUnschedulable("later"))
 		if p := n.pod("later"); p.Spec.NodeName != "" {
 			t.Errorf("the scheduler placed a pod on the NotReady node")
 		}
