@@ -12,13 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"math/big"
-	"net"
 	"net/netip"
 	"path/filepath"
 	"strings"
 	"unsafe"
 
-	"github.com/containernetworking/plugins/plugins/ipam/host-local/backend/allocator"
 	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/config"
@@ -55,7 +53,7 @@ type Spec struct {
 	// Dir is the network's folder under host-local's dataDir: one file per
 	// allocated address, named by the address.
 	Dir    string
-	ranges []allocator.RangeSet
+	ranges []rangeSet
 }
 
 // Resolve returns the ipam object the status block names: its own, or for
@@ -83,26 +81,23 @@ func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
 
 // Load reads a host-local ipam object as host-local does.
 func Load(network string, ipam json.RawMessage) (*Spec, error) {
-	netConf, _ := json.Marshal(map[string]any{"name": network, "ipam": ipam})
-	cfg, _, err := allocator.LoadIPAMConfig(netConf, "")
+	dataDir, ranges, err := loadRanges(ipam)
 	if err != nil {
 		return nil, fmt.Errorf("status ipam: %w", err)
 	}
-	dataDir := cfg.DataDir
 	if dataDir == "" {
 		dataDir = DefaultDataDir
 	}
-	return &Spec{Network: network, Dir: filepath.Join(dataDir, network), ranges: cfg.Ranges}, nil
+	return &Spec{Network: network, Dir: filepath.Join(dataDir, network), ranges: ranges}, nil
 }
 
 // Count reads the allocation folder once, by file names only.
 func (s *Spec) Count() ([]Range, error) {
-	out := make([]Range, len(s.ranges))
+	out := s.unused()
 	var bounds []bound
 	for i := range s.ranges {
-		out[i] = Range{Set: setName(s.ranges[i]), Usable: usable(s.ranges[i])}
 		for _, r := range s.ranges[i] {
-			bounds = append(bounds, newBound(i, r))
+			bounds = append(bounds, bound{set: i, span: r})
 		}
 	}
 	err := eachAddress(s.Dir, func(ip netip.Addr) {
@@ -117,6 +112,15 @@ func (s *Spec) Count() ([]Range, error) {
 		return nil, err
 	}
 	return out, nil
+}
+
+// unused is each range set with nothing counted yet.
+func (s *Spec) unused() []Range {
+	out := make([]Range, len(s.ranges))
+	for i, rs := range s.ranges {
+		out[i] = Range{Set: rs.name(), Usable: rs.usable()}
+	}
+	return out
 }
 
 // Count reads a host-local ipam object and its allocation files.
@@ -171,33 +175,15 @@ func Describe(network string, rs []Range) string {
 	return network + ": " + strings.Join(parts, ", ")
 }
 
-// setName names a range set by its subnets, as the config writes them.
-func setName(rs allocator.RangeSet) string {
-	names := make([]string, len(rs))
-	for i, r := range rs {
-		names[i] = (*net.IPNet)(&r.Subnet).String()
-	}
-	return strings.Join(names, ",")
-}
-
-// bound is one range as netip values, so that counting tens of thousands
-// of names allocates nothing per name.
+// bound is a range with the index of its set.
 type bound struct {
-	set                 int
-	start, end, gateway netip.Addr
-}
-
-func newBound(set int, r allocator.Range) bound {
-	addr := func(ip net.IP) netip.Addr {
-		a, _ := netip.AddrFromSlice(ip)
-		return a.Unmap()
-	}
-	return bound{set: set, start: addr(r.RangeStart), end: addr(r.RangeEnd), gateway: addr(r.Gateway)}
+	set int
+	span
 }
 
 func (b bound) holds(ip netip.Addr) bool {
 	ip = ip.Unmap()
-	return ip.BitLen() == b.start.BitLen() && ip.Compare(b.start) >= 0 && ip.Compare(b.end) <= 0 && ip != b.gateway
+	return b.contains(ip) && ip != b.gateway
 }
 
 // eachAddress calls fn with the address each of host-local's files is
@@ -260,26 +246,4 @@ func addressName(name []byte) (netip.Addr, bool) {
 
 func isHex(c byte) bool {
 	return '0' <= c && c <= '9' || 'a' <= c && c <= 'f' || 'A' <= c && c <= 'F'
-}
-
-// usable counts what host-local can hand out: rangeStart to rangeEnd of
-// each range, less the gateway.
-func usable(rs allocator.RangeSet) *big.Int {
-	total := new(big.Int)
-	for _, r := range rs {
-		n := new(big.Int).Sub(ipInt(r.RangeEnd), ipInt(r.RangeStart))
-		n.Add(n, big.NewInt(1))
-		if r.Gateway != nil && r.Contains(r.Gateway) {
-			n.Sub(n, big.NewInt(1))
-		}
-		total.Add(total, n)
-	}
-	return total
-}
-
-func ipInt(ip net.IP) *big.Int {
-	if v4 := ip.To4(); v4 != nil {
-		ip = v4
-	}
-	return new(big.Int).SetBytes(ip)
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -51,7 +52,7 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := checkPool(conf.Name, conf.Status); err != nil {
+			if err := checkPool(conf.Name, conf.StateDir, conf.Status); err != nil {
 				fail(err)
 			}
 		}()
@@ -102,17 +103,29 @@ func stateDirUsable(dir string) error {
 }
 
 // checkPool fails when any range set (a pod needs one IP from each) has
-// fewer than minFree addresses left.
-func checkPool(network string, sc *config.StatusConf) error {
+// fewer than minFree addresses left. The count is kept in stateDir between
+// calls, for as long as the pool does not change.
+func checkPool(network, stateDir string, sc *config.StatusConf) error {
 	ipam, err := pool.Resolve(network, sc)
 	if err != nil {
 		return err
 	}
-	ranges, err := pool.Count(network, ipam)
+	spec, err := pool.Load(network, ipam)
+	if err != nil {
+		return err
+	}
+	ranges, err := spec.CountCached(filepath.Join(stateDir, PoolCacheName(network)), time.Now())
 	if err != nil {
 		return err
 	}
 	return pool.Shortfall(ranges, *sc.MinFree)
+}
+
+// PoolCacheName is the file in stateDir where STATUS keeps a network's pool
+// count. Its name starts with a dot, so that it is never a network's
+// marker folder.
+func PoolCacheName(network string) string {
+	return ".pool-" + network
 }
 
 // checkAgent: an http agent answers 2xx; a file agent's file exists and,

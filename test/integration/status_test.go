@@ -15,6 +15,8 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+
+	"github.com/netready/netready/pkg/status"
 )
 
 // status runs STATUS through libcni and returns the CNI error, if any, and
@@ -35,8 +37,25 @@ func (n *testNet) status(t *testing.T) (*types.Error, time.Duration) {
 	return e, took
 }
 
+// waitPoolCountKept calls STATUS, as a runtime does every few seconds,
+// until it keeps its pool count in stateDir: once the pool folder has been
+// unchanged for a second.
+func waitPoolCountKept(t *testing.T, n *testNet) {
+	t.Helper()
+	kept := filepath.Join(n.Netready()["stateDir"].(string), status.PoolCacheName(n.Name))
+	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+		if e, _ := n.status(t); e != nil {
+			t.Fatalf("STATUS: %+v", e)
+		}
+		if _, err := os.Stat(kept); err == nil {
+			return
+		}
+	}
+	t.Fatalf("STATUS never kept its pool count in %s", kept)
+}
+
 // TestStatusPoolAndAgents: STATUS tells the truth about a /29 pool that real
-// ADDs fill and a DEL frees, and about agents that go stale, unhealthy or
+// ADDs fill and a DEL frees, also while it keeps a count between calls, and about agents that go stale, unhealthy or
 // silent, always within a second.
 func TestStatusPoolAndAgents(t *testing.T) {
 	heartbeat := filepath.Join(t.TempDir(), "heartbeat")
@@ -68,12 +87,16 @@ func TestStatusPoolAndAgents(t *testing.T) {
 	}
 	var nss []string
 	for i := 0; i < 5; i++ {
+		if i == 4 {
+			waitPoolCountKept(t, n)
+		}
 		ns := newNS(t)
 		if _, err := n.add(ns.Path()); err != nil {
 			t.Fatalf("ADD %d: %v", i+1, err)
 		}
 		nss = append(nss, ns.Path())
 	}
+	// The count kept at 4 of 5 must not hide the fifth allocation.
 	e, took := n.status(t)
 	want := `netready: network "` + n.Name + `": IP pool exhausted (5 of 5 addresses in use)`
 	if e == nil || e.Code != types.ErrPluginNotAvailable || e.Msg != want {

@@ -1,0 +1,92 @@
+package pool
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+// TestCountCached walks one pool through the cache's states; each step
+// gives the count CountCached must return and whether the cache file
+// must hold that count afterwards.
+func TestCountCached(t *testing.T) {
+	data, state := t.TempDir(), t.TempDir()
+	dir := filepath.Join(data, "podnet")
+	cache := filepath.Join(state, ".pool-podnet")
+	raw, _ := json.Marshal(map[string]any{"dataDir": data, "ranges": [][]map[string]string{{{"subnet": "10.1.0.0/28"}}}})
+	spec, err := Load("podnet", json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	age := func(d time.Duration) {
+		t.Helper()
+		at := time.Now().Add(-d)
+		if err := os.Chtimes(dir, at, at); err != nil {
+			t.Fatal(err)
+		}
+	}
+	cached := func() []int64 {
+		c, ok := readCache(cache)
+		if !ok {
+			return nil
+		}
+		return c.Used
+	}
+	steps := []struct {
+		name       string
+		do         func()
+		want       int64
+		wantCached []int64
+	}{
+		{"no folder yet: zero, nothing kept", func() {}, 0, nil},
+		{"a folder just written is counted but not kept", func() { allocate(t, dir, "10.1.0.2", "10.1.0.3") }, 2, nil},
+		{"a settled folder is counted and kept", func() { age(time.Minute) }, 2, []int64{2}},
+		{"a kept count is used while the folder is unchanged", func() {
+			c, _ := readCache(cache)
+			c.Used = []int64{9} // only the cache says 9
+			b, _ := json.Marshal(c)
+			os.WriteFile(cache, b, 0o644)
+		}, 9, []int64{9}},
+		{"an allocation changes the mtime: counted again, not yet kept", func() { allocate(t, dir, "10.1.0.4") }, 3, []int64{9}},
+		{"settled again: the new count is kept", func() { age(30 * time.Second) }, 3, []int64{3}},
+		{"a release is seen", func() { os.Remove(filepath.Join(dir, "10.1.0.2")); age(20 * time.Second) }, 2, []int64{2}},
+		{"an unreadable cache costs only a count", func() { os.WriteFile(cache, []byte("{"), 0o644) }, 2, []int64{2}},
+		{"a folder removed and made again is counted again", func() {
+			os.RemoveAll(dir)
+			allocate(t, dir, "10.1.0.5")
+			age(20 * time.Second)
+		}, 1, []int64{1}},
+	}
+	for _, st := range steps {
+		st.do()
+		got, err := spec.CountCached(cache, time.Now())
+		if err != nil {
+			t.Fatalf("%s: %v", st.name, err)
+		}
+		if got[0].Used != st.want {
+			t.Errorf("%s: count %d, want %d", st.name, got[0].Used, st.want)
+		}
+		if diff := cmp.Diff(st.wantCached, cached()); diff != "" {
+			t.Errorf("%s: kept count (-want +got):\n%s", st.name, diff)
+		}
+	}
+
+	// Other ranges over the same folder never take the kept count.
+	raw, _ = json.Marshal(map[string]any{"dataDir": data, "ranges": [][]map[string]string{{{"subnet": "10.1.0.0/29"}}}})
+	other, err := Load("podnet", json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, _ := readCache(cache)
+	c.Used = []int64{7}
+	b, _ := json.Marshal(c)
+	os.WriteFile(cache, b, 0o644)
+	got, err := other.CountCached(cache, time.Now())
+	if err != nil || got[0].Used != 1 || got[0].Usable.Int64() != 5 {
+		t.Errorf("other ranges: %+v, %v; want 1 of 5 used", got, err)
+	}
+}
