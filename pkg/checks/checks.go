@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -42,6 +43,17 @@ type Check interface {
 	Sources() []watch.Source
 }
 
+// KernelOnly reports whether c's probe asks only the kernel (netlink, a local
+// file), never an agent or a child process, so that it returns at once and
+// cannot hang.
+func KernelOnly(c Check) bool {
+	switch c.(type) {
+	case *addressCheck, *routeCheck, *gatewayCheck, *nftSetCheck, *nftRuleCheck, *fileCheck:
+		return true
+	}
+	return false
+}
+
 // ErrNever marks a check that can never succeed, e.g. its netns is gone.
 var ErrNever = errors.New("can never succeed")
 
@@ -66,6 +78,11 @@ type Env struct {
 
 	nftOnce sync.Once
 	isNFT   bool
+
+	// nft is one nftables connection for every probe, opened lazily: a
+	// probe then costs its requests, not a socket of its own each time.
+	nftMu sync.Mutex
+	nft   *nftables.Conn
 }
 
 // NewEnv returns an Env for a pod whose netns is at nsPath.
@@ -147,6 +164,29 @@ func (e *Env) iptablesIsNFT() bool {
 	return e.isNFT
 }
 
+// withNFTables runs fn with the Env's nftables connection (host netns), one
+// fn at a time: google/nftables sends a request and receives its reply in
+// two calls, so two requests at once on one connection could read each
+// other's replies. A connection that failed is closed; the next call opens
+// a fresh one.
+func (e *Env) withNFTables(fn func(*nftables.Conn) error) error {
+	e.nftMu.Lock()
+	defer e.nftMu.Unlock()
+	if e.nft == nil {
+		conn, err := nftables.New(nftables.AsLasting())
+		if err != nil {
+			return fmt.Errorf("nftables: %w", err)
+		}
+		e.nft = conn
+	}
+	err := fn(e.nft)
+	if err != nil && !isMissing(err) {
+		e.nft.CloseLasting()
+		e.nft = nil
+	}
+	return err
+}
+
 // Close releases the handles.
 func (e *Env) Close() {
 	e.mu.Lock()
@@ -154,6 +194,12 @@ func (e *Env) Close() {
 	if e.pod != nil {
 		e.pod.Close()
 		e.pod = nil
+	}
+	e.nftMu.Lock()
+	defer e.nftMu.Unlock()
+	if e.nft != nil {
+		e.nft.CloseLasting()
+		e.nft = nil
 	}
 }
 

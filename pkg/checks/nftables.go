@@ -40,12 +40,12 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 			if err := expandAll(att.Placeholders(ip.Address.IP), &table, &set); err != nil {
 				return nil, err
 			}
-			out = append(out, &nftSetCheck{family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP})
+			out = append(out, &nftSetCheck{env: env, family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP})
 		}
 		return out, nil
 	}
 	return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-		c := &nftRuleCheck{family: cc.Family, fam: fam, table: cc.Table, chain: cc.Chain, match: cc.Match}
+		c := &nftRuleCheck{env: env, family: cc.Family, fam: fam, table: cc.Table, chain: cc.Chain, match: cc.Match}
 		if err := expandAll(p, &c.table, &c.chain, &c.match); err != nil {
 			return nil, err
 		}
@@ -63,6 +63,7 @@ func isMissing(err error) bool {
 // nftSetCheck: the set holds the pod IP, as an element or inside an
 // interval.
 type nftSetCheck struct {
+	env                *Env
 	family, table, set string
 	fam                nftables.TableFamily
 	ip                 net.IP
@@ -75,20 +76,32 @@ func (c *nftSetCheck) Target() string {
 func (c *nftSetCheck) Sources() []watch.Source { return nftSource() }
 
 func (c *nftSetCheck) Probe(context.Context) (bool, string, error) {
-	conn, err := nftables.New()
-	if err != nil {
-		return false, fmt.Sprintf("nftables: %v", err), nil
-	}
-	set, err := conn.GetSetByName(&nftables.Table{Name: c.table, Family: c.fam}, c.set)
-	if err != nil {
-		if isMissing(err) {
-			return false, "set does not exist (yet)", nil
-		}
-		return false, fmt.Sprintf("cannot read set: %v", err), nil
-	}
 	key := c.ip.To4()
 	if key == nil {
 		key = c.ip.To16()
+	}
+	var (
+		set   *nftables.Set
+		elems []nftables.SetElement
+	)
+	err := c.env.withNFTables(func(conn *nftables.Conn) error {
+		var err error
+		if set, err = conn.GetSetByName(&nftables.Table{Name: c.table, Family: c.fam}, c.set); err != nil {
+			return fmt.Errorf("cannot read set: %w", err)
+		}
+		if set.KeyType.Bytes != uint32(len(key)) {
+			return nil
+		}
+		if elems, err = conn.GetSetElements(set); err != nil {
+			return fmt.Errorf("cannot read set elements: %w", err)
+		}
+		return nil
+	})
+	switch {
+	case err != nil && isMissing(err):
+		return false, "set does not exist (yet)", nil
+	case err != nil:
+		return false, err.Error(), nil
 	}
 	if set.KeyType.Bytes != uint32(len(key)) {
 		if set.KeyType == nftables.TypeIPAddr || set.KeyType == nftables.TypeIP6Addr {
@@ -97,10 +110,6 @@ func (c *nftSetCheck) Probe(context.Context) (bool, string, error) {
 			return true, "", nil
 		}
 		return false, "", never("set %s has key type %s, not an IP address", c.set, set.KeyType.Name)
-	}
-	elems, err := conn.GetSetElements(set)
-	if err != nil {
-		return false, fmt.Sprintf("cannot read set elements: %v", err), nil
 	}
 	if setHolds(elems, set.Interval, key) {
 		return true, "", nil
@@ -140,6 +149,7 @@ func setHolds(elems []nftables.SetElement, interval bool, key []byte) bool {
 // nftRuleCheck: a rule of the chain, rendered as text, contains match at
 // token boundaries.
 type nftRuleCheck struct {
+	env                         *Env
 	family, table, chain, match string
 	fam                         nftables.TableFamily
 }
@@ -151,15 +161,16 @@ func (c *nftRuleCheck) Target() string {
 func (c *nftRuleCheck) Sources() []watch.Source { return nftSource() }
 
 func (c *nftRuleCheck) Probe(context.Context) (bool, string, error) {
-	conn, err := nftables.New()
-	if err != nil {
-		return false, fmt.Sprintf("nftables: %v", err), nil
-	}
-	rules, err := conn.GetRules(&nftables.Table{Name: c.table, Family: c.fam}, &nftables.Chain{Name: c.chain})
-	if err != nil {
-		if isMissing(err) {
-			return false, "chain does not exist (yet)", nil
-		}
+	var rules []*nftables.Rule
+	err := c.env.withNFTables(func(conn *nftables.Conn) error {
+		var err error
+		rules, err = conn.GetRules(&nftables.Table{Name: c.table, Family: c.fam}, &nftables.Chain{Name: c.chain})
+		return err
+	})
+	switch {
+	case err != nil && isMissing(err):
+		return false, "chain does not exist (yet)", nil
+	case err != nil:
 		return false, fmt.Sprintf("cannot list rules: %v", err), nil
 	}
 	for _, r := range rules {

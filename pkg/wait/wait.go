@@ -121,10 +121,36 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 		out.Waited = time.Since(start)
 		return out, nil
 	}
+	// Checks that ask only the kernel are probed once here, in turn: an
+	// attachment that is already programmed then costs no goroutine,
+	// stream or timer, which is most of an ADD's own time.
+	reported := make([]bool, len(cs))
+	remaining := len(cs)
+	for i, c := range cs {
+		out.Results[i] = Result{Check: c}
+		if !checks.KernelOnly(c) {
+			continue
+		}
+		ready, _, err := c.Probe(ctx)
+		if errors.Is(err, checks.ErrNever) {
+			out.Results[i].Why = err.Error()
+			out.Waited = time.Since(start)
+			return out, &NeverError{Check: c, Err: err}
+		}
+		if ready && err == nil {
+			out.Results[i].Ready, out.Results[i].Waited = true, time.Since(start)
+			reported[i] = true
+			remaining--
+		}
+	}
+	if remaining == 0 {
+		out.Waited = time.Since(start)
+		return out, nil
+	}
+
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// Streams open only for checks whose first probe says not ready, so an
-	// attachment that is already programmed costs one probe per check.
+	// Streams open only for checks whose first probe says not ready.
 	hub := watch.NewHub(ctx)
 	defer hub.Close()
 
@@ -136,15 +162,16 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 	results := make(chan done, len(cs))
 	last := make([]atomic.Pointer[string], len(cs))
 	for i, c := range cs {
-		out.Results[i] = Result{Check: c}
+		if reported[i] {
+			continue
+		}
 		go func() {
 			res, err := waitOne(ctx, hub, c, start, opts, &last[i])
 			results <- done{i: i, res: res, err: err}
 		}()
 	}
-	reported := make([]bool, len(cs))
 	var grace <-chan time.Time
-	for remaining := len(cs); remaining > 0; {
+	for remaining > 0 {
 		select {
 		case d := <-results:
 			remaining--

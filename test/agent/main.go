@@ -170,11 +170,11 @@ func (a *agent) watchLinks(ctx context.Context) error {
 				if err != nil || br.Attrs().Name != a.opts.bridge {
 					continue
 				}
-				go a.programNew(ctx, time.Now())
+				go a.programNew(ctx)
 			}
 			for ctx.Err() == nil {
 				if ch, err = subscribe(); err == nil {
-					go a.programNew(ctx, time.Now())
+					go a.programNew(ctx)
 					break
 				}
 				time.Sleep(50 * time.Millisecond)
@@ -188,8 +188,10 @@ func (a *agent) watchLinks(ctx context.Context) error {
 }
 
 // programNew finds the pods whose IPs host-local has handed out but that
-// are not programmed, and programs each after its delay from seen.
-func (a *agent) programNew(ctx context.Context, seen time.Time) {
+// are not programmed, and programs each after its delay from when it found
+// the allocation: a link event of another pod can start this search long
+// before the allocation exists.
+func (a *agent) programNew(ctx context.Context) {
 	// host-local allocates just after the veth joins the bridge.
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); {
 		found := false
@@ -207,11 +209,12 @@ func (a *agent) programNew(ctx context.Context, seen time.Time) {
 			if d, err := time.ParseDuration(p.Delay); err == nil {
 				delay = d
 			}
+			found := time.Now()
 			go func() {
 				select {
 				case <-ctx.Done():
 					return
-				case <-time.After(time.Until(seen.Add(delay))):
+				case <-time.After(time.Until(found.Add(delay))):
 				}
 				a.program(cid, ip, p)
 			}()

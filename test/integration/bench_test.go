@@ -226,6 +226,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 		pol := startPoller(ctx, baselineProbe(b, src.name, agent))
 		lis := startListener(ctx, b, src.name, agent)
 		var netready, polled, calls, listened []time.Duration
+		late := 0
 		var mu sync.Mutex
 		sem := make(chan struct{}, parallel)
 		var wg sync.WaitGroup
@@ -241,9 +242,11 @@ func BenchmarkDetectionLatency(b *testing.B) {
 				path := "/var/run/netns/" + ns
 				cid := containerID(path)
 				name := fmt.Sprintf("p%d", i)
-				// 100-300 ms: programming lands at a random phase of the
-				// baseline's 200 ms cycle.
-				agent.setPod(cid, "default", name, 100*time.Millisecond+rand.N(200*time.Millisecond))
+				// 300-500 ms after the veth joins the bridge, when the
+				// chain (cnitool, bridge, host-local, netready's start) has
+				// usually reached netready's wait, even on a busy machine;
+				// at a random phase of the baseline's 200 ms cycle.
+				agent.setPod(cid, "default", name, 300*time.Millisecond+rand.N(200*time.Millisecond))
 				out, err := n.cnitool("add", path, podArgs("default", name))
 				defer n.cnitool("del", path, podArgs("default", name))
 				if err != nil {
@@ -270,6 +273,14 @@ func BenchmarkDetectionLatency(b *testing.B) {
 				// start of the agent's call, for netready and the baseline.
 				began := time.Unix(0, ev.BeganAt)
 				mu.Lock()
+				if m.CreatedAt.After(began) {
+					// netready started after the programming: its first
+					// probe found it. That is the chain's timing, not
+					// detection.
+					late++
+					mu.Unlock()
+					return
+				}
 				netready = append(netready, m.ReadyAt.Sub(began))
 				calls = append(calls, time.Unix(0, ev.VisibleAt).Sub(began))
 				if !seen.IsZero() {
@@ -289,11 +300,11 @@ func BenchmarkDetectionLatency(b *testing.B) {
 			floor = append(floor, fmt.Sprintf("%-9s n=%3d  p50 %9s p99 %9s p99.9 %9s", src.name, len(listened),
 				ms(percentile(listened, .5)), ms(percentile(listened, .99)), ms(percentile(listened, .999))))
 		}
-		report = append(report, fmt.Sprintf("%-9s n=%3d  netready p50 %9s p99 %9s p99.9 %9s%s | 200ms poll p50 %9s p99 %9s | p50 %5.1fx faster | agent call p50 %s",
+		report = append(report, fmt.Sprintf("%-9s n=%3d  netready p50 %9s p99 %9s p99.9 %9s%s | 200ms poll p50 %9s p99 %9s | p50 %5.1fx faster | agent call p50 %s | left out: %d ADDs that began after the programming",
 			src.name, len(netready), ms(percentile(netready, .5)), ms(percentile(netready, .99)), ms(percentile(netready, .999)), goal,
 			ms(percentile(polled, .5)), ms(percentile(polled, .99)),
 			float64(percentile(polled, .5))/float64(max(time.Microsecond, percentile(netready, .5))),
-			ms(percentile(calls, .5))))
+			ms(percentile(calls, .5)), late))
 	}
 	fmt.Printf("\nDetection latency: start of the agent's programming call -> netready ADD detects it (marker readyAt), %d ADDs at a time\n", parallel)
 	fmt.Println("  event-driven: nftables (netlink), iptables-nft (nftables netlink), file (inotify); polled: http")
@@ -560,6 +571,10 @@ func BenchmarkStatus(b *testing.B) {
 				b.Fatal(err)
 			}
 		}
+		// stateDir on a tmpfs, as /run/netready is on a node: STATUS keeps
+		// its count there.
+		mustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-bench", n.StateDir)
+		b.Cleanup(func() { mustRun(b, "umount", n.StateDir) })
 		n.Netready()["status"] = map[string]any{"poolAction": "notready", "ipam": map[string]any{"type": "host-local",
 			"ranges": []any{[]any{map[string]any{"subnet": "10.201.0.0/16"}}}, "dataDir": dir}}
 		conf := n.pluginConf(nil)

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -17,6 +18,10 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/config"
 )
 
 // prevResult100 is a 1.0.0 result for one pod IP on eth0.
@@ -221,6 +226,49 @@ func TestPluginIsLean(t *testing.T) {
 		case pkg == "net/http", pkg == "sigs.k8s.io/knftables", strings.HasPrefix(pkg, "crypto/"),
 			strings.HasPrefix(pkg, "github.com/containernetworking/plugins/plugins/"):
 			t.Errorf("the plugin imports %s", pkg)
+		}
+	}
+}
+
+// TestNFTablesProbesShareOneConnection: the checks of one ADD share one
+// nftables connection, and google/nftables sends and receives in two calls.
+// Probes of two sets, one holding the pod IP and one not, run at once many
+// times on one Env; each must read its own set's reply.
+func TestNFTablesProbesShareOneConnection(t *testing.T) {
+	table := "nrshare" + randomHex(3)
+	mustRun(t, "nft", "add table inet "+table+
+		"; add set inet "+table+" holds { type ipv4_addr; }; add element inet "+table+" holds { 10.9.0.5 }"+
+		"; add set inet "+table+" lacks { type ipv4_addr; }; add element inet "+table+" lacks { 10.9.0.6 }")
+	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
+	att := &attachment.Attachment{Network: "n", ContainerID: "c", IfName: "eth0",
+		IPs: []attachment.IP{{Address: net.IPNet{IP: net.ParseIP("10.9.0.5").To4(), Mask: net.CIDRMask(24, 32)}}}}
+	env := checks.NewEnv("")
+	defer env.Close()
+	cs, err := checks.Build([]config.CheckConf{
+		{Kind: config.KindNFTables, Family: "inet", Table: table, Set: "holds"},
+		{Kind: config.KindNFTables, Family: "inet", Table: table, Set: "lacks"},
+	}, att, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for round := 0; round < 300; round++ {
+		var wg sync.WaitGroup
+		got := make([]bool, len(cs))
+		for i, c := range cs {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				ready, _, err := c.Probe(ctx)
+				if err != nil {
+					t.Errorf("%s: %v", checks.Describe(c), err)
+				}
+				got[i] = ready
+			}()
+		}
+		wg.Wait()
+		if !got[0] || got[1] {
+			t.Fatalf("round %d: set holds ready=%v (want true), set lacks ready=%v (want false)", round, got[0], got[1])
 		}
 	}
 }
