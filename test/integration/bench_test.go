@@ -417,10 +417,12 @@ func BenchmarkAddOverhead(b *testing.B) {
 		cmd.Run()
 		return time.Since(start)
 	}
-	var nr, tu, nrV, tuV, no []time.Duration
+	floor := floorBinary(b)
+	var nr, tu, fl, nrV, tuV, no []time.Duration
 	for i := 0; i < runs; i++ {
 		nr = append(nr, run(filepath.Join(binDir, "netready"), netreadyConf))
 		tu = append(tu, run(filepath.Join(cniBinDir, "tuning"), tuningConf))
+		fl = append(fl, run(floor, netreadyConf))
 		nrV = append(nrV, version(filepath.Join(binDir, "netready")))
 		tuV = append(tuV, version(filepath.Join(cniBinDir, "tuning")))
 		no = append(no, version(noop))
@@ -431,6 +433,19 @@ func BenchmarkAddOverhead(b *testing.B) {
 		ms(percentile(nr, .5)), ms(percentile(nr, .99)), ms(percentile(tu, .5)), ms(percentile(tu, .99)), ratio, metOrMissed(ratio <= 1.25))
 	fmt.Printf("  start alone (VERSION): netready p50 %s | tuning p50 %s | ratio %.2fx; a no-op Go binary p50 %s\n",
 		ms(percentile(nrV, .5)), ms(percentile(tuV, .5)), float64(percentile(nrV, .5))/float64(percentile(tuV, .5)), ms(percentile(no, .5)))
+	fmt.Printf("  floor: the same kernel work in a minimal Go program (test/floor: netns netlink socket, link and address lookups, route lookup, marker-sized file with fsync and rename) p50 %s | ratio to tuning %.2fx\n",
+		ms(percentile(fl, .5)), float64(percentile(fl, .5))/float64(percentile(tu, .5)))
+}
+
+// floorBinary builds test/floor the way the plugin is built.
+func floorBinary(b testing.TB) string {
+	out := filepath.Join(b.TempDir(), "floor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./test/floor")
+	cmd.Dir, cmd.Env = "../..", append(os.Environ(), "CGO_ENABLED=0")
+	if msg, err := cmd.CombinedOutput(); err != nil {
+		b.Fatalf("build test/floor: %v\n%s", err, msg)
+	}
+	return out
 }
 
 // noopBinary builds a Go program that does nothing, the floor of starting
