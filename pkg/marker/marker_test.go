@@ -166,13 +166,17 @@ func TestGC(t *testing.T) {
 	}
 	os.Chtimes(stale, now.Add(-time.Hour), now.Add(-time.Hour))
 	os.WriteFile(filepath.Join(dir, "README"), []byte("not ours"), 0o644)
+	// STATUS's pool count stays; the temp file of a STATUS killed while
+	// writing it goes.
+	os.WriteFile(filepath.Join(dir, ".pool"), []byte("{}"), 0o644)
+	os.WriteFile(filepath.Join(dir, atomicfile.TempPrefix+".pool.321"), []byte("{"), 0o644)
 
 	removed, err := s.GC("podnet", []Key{{"podnet", "keep", "eth0"}}, now)
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
 	slices.Sort(removed)
-	want := []string{atomicfile.TempPrefix + "gone_eth0.json.789", atomicfile.TempPrefix + "keep_eth0.json.123", "gone_eth0.json", "keep_net1.json"}
+	want := []string{atomicfile.TempPrefix + ".pool.321", atomicfile.TempPrefix + "gone_eth0.json.789", atomicfile.TempPrefix + "keep_eth0.json.123", "gone_eth0.json", "keep_net1.json"}
 	if diff := cmp.Diff(want, removed); diff != "" {
 		t.Errorf("removed (-want +got):\n%s", diff)
 	}
@@ -184,7 +188,7 @@ func TestGC(t *testing.T) {
 		}
 	}
 	slices.Sort(left)
-	wantLeft := []string{"othernet/gone_eth0.json", "podnet/" + atomicfile.TempPrefix + "keep_eth0.json.456", "podnet/README", "podnet/keep_eth0.json"}
+	wantLeft := []string{"othernet/gone_eth0.json", "podnet/.pool", "podnet/" + atomicfile.TempPrefix + "keep_eth0.json.456", "podnet/README", "podnet/keep_eth0.json"}
 	if diff := cmp.Diff(wantLeft, left); diff != "" {
 		t.Errorf("left (-want +got):\n%s", diff)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"path/filepath"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -57,7 +58,7 @@ func (s *Spec) CountCached(cachePath string, now time.Time) ([]Range, error) {
 		for _, r := range out {
 			want.Used = append(want.Used, r.Used)
 		}
-		if data, err := json.Marshal(want); err == nil {
+		if data, err := json.Marshal(want); err == nil && os.MkdirAll(filepath.Dir(cachePath), 0o755) == nil {
 			atomicfile.Write(cachePath, data, 0o644) // best effort
 		}
 	}

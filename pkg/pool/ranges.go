@@ -54,7 +54,7 @@ func loadRanges(ipam json.RawMessage) (dataDir string, sets []rangeSet, err erro
 		return "", nil, err
 	}
 	if c == nil {
-		return "", nil, errors.New("IPAM config missing 'ipam' key")
+		return "", nil, errors.New("the ipam object is null")
 	}
 	// The old single-range form, at the top of the ipam object.
 	var top jsonRange

@@ -114,18 +114,18 @@ func checkPool(network, stateDir string, sc *config.StatusConf) error {
 	if err != nil {
 		return err
 	}
-	ranges, err := spec.CountCached(filepath.Join(stateDir, PoolCacheName(network)), time.Now())
+	ranges, err := spec.CountCached(PoolCachePath(stateDir, network), time.Now())
 	if err != nil {
 		return err
 	}
 	return pool.Shortfall(ranges, *sc.MinFree)
 }
 
-// PoolCacheName is the file in stateDir where STATUS keeps a network's pool
-// count. Its name starts with a dot, so that it is never a network's
-// marker folder.
-func PoolCacheName(network string) string {
-	return ".pool-" + network
+// PoolCachePath is where STATUS keeps a network's pool count: in the
+// network's marker folder, under a name that is never a marker's, so that
+// marker GC removes the temp file of a STATUS killed while writing it.
+func PoolCachePath(stateDir, network string) string {
+	return filepath.Join(stateDir, network, ".pool")
 }
 
 // checkAgent: an http agent answers 2xx; a file agent's file exists and,

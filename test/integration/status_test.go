@@ -42,7 +42,7 @@ func (n *testNet) status(t *testing.T) (*types.Error, time.Duration) {
 // unchanged for a second.
 func waitPoolCountKept(t *testing.T, n *testNet) {
 	t.Helper()
-	kept := filepath.Join(n.Netready()["stateDir"].(string), status.PoolCacheName(n.Name))
+	kept := status.PoolCachePath(n.Netready()["stateDir"].(string), n.Name)
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if e, _ := n.status(t); e != nil {
 			t.Fatalf("STATUS: %+v", e)
