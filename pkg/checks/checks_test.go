@@ -1,12 +1,15 @@
 package checks
 
 import (
+	"errors"
+	"fmt"
 	"net"
 	"testing"
 
 	"github.com/google/nftables"
 	"github.com/google/nftables/expr"
 	"github.com/google/nftables/userdata"
+	"golang.org/x/sys/unix"
 )
 
 func TestCalicoStatusFileName(t *testing.T) {
@@ -62,5 +65,30 @@ func TestRenderRule(t *testing.T) {
 	want := `ip saddr 10.1.0.5 iifname "veth1" th dport 8080 counter jump pod-web comment "pod default/web-0"`
 	if got := RenderRule(r); got != want {
 		t.Errorf("RenderRule =\n %s\nwant\n %s", got, want)
+	}
+}
+
+// TestNFTablesConnectionAfterAnError: a request that failed closes the
+// Env's connection, and the next probe opens a fresh one; a missing table
+// (a probe's everyday answer) keeps it.
+func TestNFTablesConnectionAfterAnError(t *testing.T) {
+	e := NewEnv("")
+	defer e.Close()
+	var first *nftables.Conn
+	missing := fmt.Errorf("wrapped: %w", unix.ENOENT)
+	if err := e.withNFTables(func(c *nftables.Conn) error { first = c; return missing }); err != missing {
+		t.Fatalf("withNFTables = %v, want the fn's error", err)
+	}
+	if e.nft != first {
+		t.Errorf("a missing table closed the connection")
+	}
+	broken := errors.New("socket broke")
+	e.withNFTables(func(*nftables.Conn) error { return broken })
+	if e.nft != nil {
+		t.Errorf("a failed request kept the connection")
+	}
+	var second *nftables.Conn
+	if err := e.withNFTables(func(c *nftables.Conn) error { second = c; return nil }); err != nil || second == nil || second == first {
+		t.Errorf("after a failure: conn %p (first %p), err %v; want a fresh connection", second, first, err)
 	}
 }

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"sync"
 	"testing"
 	"time"
 
@@ -88,5 +89,44 @@ func TestCountCached(t *testing.T) {
 	got, err := other.CountCached(cache, time.Now())
 	if err != nil || got[0].Used != 1 || got[0].Usable.Int64() != 5 {
 		t.Errorf("other ranges: %+v, %v; want 1 of 5 used", got, err)
+	}
+}
+
+// TestCountCachedConcurrent: STATUS calls at once, each counting and keeping
+// a settled pool, all count right and leave one valid cache, no temp file.
+func TestCountCachedConcurrent(t *testing.T) {
+	data, state := t.TempDir(), t.TempDir()
+	dir := filepath.Join(data, "podnet")
+	allocate(t, dir, "10.1.0.2", "10.1.0.3", "10.1.0.4")
+	old := time.Now().Add(-time.Minute)
+	os.Chtimes(dir, old, old)
+	cache := filepath.Join(state, "podnet", ".pool")
+	raw, _ := json.Marshal(map[string]any{"dataDir": data, "ranges": [][]map[string]string{{{"subnet": "10.1.0.0/28"}}}})
+	spec, err := Load("podnet", json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := spec.CountCached(cache, time.Now())
+			if err != nil || got[0].Used != 3 {
+				t.Errorf("CountCached = %+v, %v; want 3 used", got, err)
+			}
+		}()
+	}
+	wg.Wait()
+	if c, ok := readCache(cache); !ok || len(c.Used) != 1 || c.Used[0] != 3 {
+		t.Errorf("kept count %+v (readable %v), want [3]", c, ok)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(cache))
+	if len(entries) != 1 {
+		var names []string
+		for _, e := range entries {
+			names = append(names, e.Name())
+		}
+		t.Errorf("state folder holds %v, want only .pool", names)
 	}
 }

@@ -123,15 +123,6 @@ func (s *Spec) unused() []Range {
 	return out
 }
 
-// Count reads a host-local ipam object and its allocation files.
-func Count(network string, ipam json.RawMessage) ([]Range, error) {
-	s, err := Load(network, ipam)
-	if err != nil {
-		return nil, err
-	}
-	return s.Count()
-}
-
 // Short reports whether r has fewer than minFree addresses left, or, when
 // it was short at the last look, fewer than minFree+1: the one address of
 // hysteresis keeps a node from flapping at the edge.
@@ -188,8 +179,7 @@ func (b bound) holds(ip netip.Addr) bool {
 
 // eachAddress calls fn with the address each of host-local's files is
 // named by, reading the folder with getdents into one buffer: no string,
-// stat or read per file. A pool of 65,000 addresses is counted on every
-// STATUS.
+// stat or read per file, for pools of tens of thousands of addresses.
 func eachAddress(dir string, fn func(netip.Addr)) error {
 	fd, err := unix.Open(dir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) {

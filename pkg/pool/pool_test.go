@@ -62,7 +62,11 @@ func TestCountPool(t *testing.T) {
 			ipam["dataDir"] = data
 			raw, _ := json.Marshal(ipam)
 			allocate(t, filepath.Join(data, "podnet"), tt.files...)
-			pools, err := Count("podnet", raw)
+			spec, err := Load("podnet", raw)
+			if err != nil {
+				t.Fatal(err)
+			}
+			pools, err := spec.Count()
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -21,6 +21,8 @@ import (
 // hostLocalIPAM is host-local's ipam object, with the same Go types as
 // host-local's own, so that what one cannot decode the other cannot either.
 type hostLocalIPAM struct {
+	// The old single-range form, at the top of the ipam object.
+	jsonRange
 	Name       string
 	Type       string         `json:"type"`
 	Routes     []*types.Route `json:"routes"`
@@ -56,14 +58,9 @@ func loadRanges(ipam json.RawMessage) (dataDir string, sets []rangeSet, err erro
 	if c == nil {
 		return "", nil, errors.New("the ipam object is null")
 	}
-	// The old single-range form, at the top of the ipam object.
-	var top jsonRange
-	if err := json.Unmarshal(ipam, &top); err != nil {
-		return "", nil, err
-	}
 	raw := c.Ranges
-	if top.Subnet.IP != nil {
-		raw = append([][]jsonRange{{top}}, raw...)
+	if c.Subnet.IP != nil {
+		raw = append([][]jsonRange{{c.jsonRange}}, raw...)
 	}
 	if len(raw) == 0 {
 		return "", nil, errors.New("no IP ranges specified")

@@ -13,16 +13,6 @@ import (
 	"github.com/netready/netready/pkg/config"
 )
 
-func allocate(t *testing.T, dir string, names ...string) {
-	t.Helper()
-	os.MkdirAll(dir, 0o755)
-	for _, n := range names {
-		if err := os.WriteFile(filepath.Join(dir, n), []byte("cid\r\neth0"), 0o644); err != nil {
-			t.Fatal(err)
-		}
-	}
-}
-
 func TestCheck(t *testing.T) {
 	healthy := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {}))
 	defer healthy.Close()
@@ -38,7 +28,11 @@ func TestCheck(t *testing.T) {
 	old := time.Now().Add(-time.Hour)
 	os.Chtimes(stale, old, old)
 	data := filepath.Join(dir, "ipam")
-	allocate(t, filepath.Join(data, "podnet"), "10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5", "10.1.0.6")
+	// Five addresses allocated, as host-local records them.
+	os.MkdirAll(filepath.Join(data, "podnet"), 0o755)
+	for _, ip := range []string{"10.1.0.2", "10.1.0.3", "10.1.0.4", "10.1.0.5", "10.1.0.6"} {
+		os.WriteFile(filepath.Join(data, "podnet", ip), []byte("cid\r\neth0"), 0o644)
+	}
 
 	tests := []struct {
 		name   string

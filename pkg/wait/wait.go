@@ -125,23 +125,28 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 	// attachment that is already programmed then costs no goroutine,
 	// stream or timer, which is most of an ADD's own time.
 	reported := make([]bool, len(cs))
+	probed := make([]*string, len(cs)) // why a check probed here is unmet
 	remaining := len(cs)
 	for i, c := range cs {
 		out.Results[i] = Result{Check: c}
 		if !checks.KernelOnly(c) {
 			continue
 		}
-		ready, _, err := c.Probe(ctx)
-		if errors.Is(err, checks.ErrNever) {
+		ready, why, err := c.Probe(ctx)
+		switch {
+		case errors.Is(err, checks.ErrNever):
 			out.Results[i].Why = err.Error()
 			out.Waited = time.Since(start)
 			return out, &NeverError{Check: c, Err: err}
-		}
-		if ready && err == nil {
+		case err != nil:
+			why = err.Error()
+		case ready:
 			out.Results[i].Ready, out.Results[i].Waited = true, time.Since(start)
 			reported[i] = true
 			remaining--
+			continue
 		}
+		probed[i] = &why
 	}
 	if remaining == 0 {
 		out.Waited = time.Since(start)
@@ -166,7 +171,7 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 			continue
 		}
 		go func() {
-			res, err := waitOne(ctx, hub, c, start, opts, &last[i])
+			res, err := waitOne(ctx, hub, c, start, opts, &last[i], probed[i])
 			results <- done{i: i, res: res, err: err}
 		}()
 	}
@@ -205,7 +210,9 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 
 // waitOne runs one check until it is ready, can never be, or ctx ends. It
 // stores each probe's reason in last, for a deadline that interrupts it.
-func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Time, opts Options, last *atomic.Pointer[string]) (Result, error) {
+// probed is why the check was unmet when Until probed it, or nil: such a
+// check is not probed again before its streams are open.
+func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Time, opts Options, last *atomic.Pointer[string], probed *string) (Result, error) {
 	res := Result{Check: c}
 	probe := func() (bool, error) {
 		ready, why, err := c.Probe(ctx)
@@ -231,7 +238,13 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 		}
 		return ready, nil
 	}
-	if ready, err := probe(); ready || err != nil || ctx.Err() != nil {
+	if probed != nil {
+		res.Why = *probed
+		last.Store(probed)
+		if ctx.Err() != nil {
+			return res, nil
+		}
+	} else if ready, err := probe(); ready || err != nil || ctx.Err() != nil {
 		return res, err
 	}
 

@@ -9,7 +9,6 @@ import (
 	"net"
 	"os"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -17,9 +16,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
@@ -28,48 +25,6 @@ import (
 
 // nodePoolUsable is what host-local hands out of the node's /28: .2 to .14.
 const nodePoolUsable = 13
-
-// taintTimes records when a watch on the Node first saw the taint come and
-// go.
-type taintTimes struct {
-	mu             sync.Mutex
-	added, removed time.Time
-}
-
-func (n *k8sNode) watchTaint(t *testing.T) *taintTimes {
-	ctx, cancel := context.WithCancel(context.Background())
-	t.Cleanup(cancel)
-	w, err := n.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", nodeName).String()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	tt := &taintTimes{}
-	go func() {
-		had := false
-		for ev := range w.ResultChan() {
-			if ev.Type != watch.Added && ev.Type != watch.Modified {
-				continue
-			}
-			has := taint.Has(ev.Object.(*corev1.Node))
-			tt.mu.Lock()
-			switch {
-			case has && !had && tt.added.IsZero():
-				tt.added = time.Now()
-			case !has && had && tt.removed.IsZero():
-				tt.removed = time.Now()
-			}
-			tt.mu.Unlock()
-			had = has
-		}
-	}()
-	return tt
-}
-
-func (tt *taintTimes) get() (added, removed time.Time) {
-	tt.mu.Lock()
-	defer tt.mu.Unlock()
-	return tt.added, tt.removed
-}
 
 // lastAllocation is when host-local wrote its newest allocation file.
 func (n *k8sNode) lastAllocation() time.Time {
@@ -123,7 +78,7 @@ func (n *k8sNode) sidecarClient() *kubernetes.Clientset {
 // pod runs. The sidecar's own identity cannot widen what it writes.
 func (n *k8sNode) poolScenario(t *testing.T) {
 	ctx := context.Background()
-	times := n.watchTaint(t)
+	times := watchTaint(t, n.Admin, nodeName)
 	if taint.Has(n.nodeObject()) {
 		t.Fatal("the node is tainted before its pool is full")
 	}
@@ -138,8 +93,8 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 	for _, name := range fill {
 		n.waitPod(name, "Running", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 	}
-	n.waitFor("the taint", 30*time.Second, func() bool { a, _ := times.get(); return !a.IsZero() })
-	added, _ := times.get()
+	n.waitFor("the taint", 30*time.Second, func() bool { a, _ := times.firstTimes(); return !a.IsZero() })
+	added, _ := times.firstTimes()
 	last := n.lastAllocation()
 	t.Logf("pool: %d pods filled the /28; taint on the Node %d ms after host-local's last allocation", free, added.Sub(last).Milliseconds())
 	if d := added.Sub(last); d > time.Second {
@@ -249,8 +204,8 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 		}
 	}
 	deleted := time.Now()
-	n.waitFor("the taint lifted", time.Minute, func() bool { _, r := times.get(); return !r.IsZero() })
-	_, removed := times.get()
+	n.waitFor("the taint lifted", time.Minute, func() bool { _, r := times.firstTimes(); return !r.IsZero() })
+	_, removed := times.firstTimes()
 	n.waitPod("overflow", "scheduled and Ready", 2*time.Minute, podReady)
 	t.Logf("pool: two pods deleted; taint lifted %.1fs later (after kubelet's DELs freed the addresses), the overflow pod Ready %.1fs after the deletes",
 		removed.Sub(deleted).Seconds(), time.Since(deleted).Seconds())

@@ -10,7 +10,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 	"testing"
 	"time"
 
@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/pkg/taint"
 )
@@ -71,39 +72,58 @@ func writeNetwork(t *testing.T, confDir, file, network, ipam, status string) {
 	}
 }
 
-// nodeTaints records whether the node carries the taint at each change, as
-// a watch on the node sees it.
-type nodeTaints struct {
-	has     atomic.Bool
-	removed atomic.Int32 // how often the taint went away
-	added   atomic.Int32
+// taintWatch records what a watch on one Node sees of netready's taint:
+// when it first came and first went, and how often it went.
+type taintWatch struct {
+	mu             sync.Mutex
+	has            bool
+	added, removed time.Time
+	removals       int
 }
 
-func watchTaint(t *testing.T, a *apiServer, node string) *nodeTaints {
+func watchTaint(t *testing.T, admin kubernetes.Interface, node string) *taintWatch {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := a.Admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
+	w, err := admin.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("metadata.name", node).String()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	nt := &nodeTaints{}
+	tw := &taintWatch{}
 	go func() {
 		for ev := range w.ResultChan() {
 			if ev.Type != watch.Added && ev.Type != watch.Modified {
 				continue
 			}
 			has := taint.Has(ev.Object.(*corev1.Node))
-			if old := nt.has.Swap(has); old != has {
-				if has {
-					nt.added.Add(1)
-				} else {
-					nt.removed.Add(1)
+			tw.mu.Lock()
+			switch {
+			case has && !tw.has && tw.added.IsZero():
+				tw.added = time.Now()
+			case !has && tw.has:
+				tw.removals++
+				if tw.removed.IsZero() {
+					tw.removed = time.Now()
 				}
 			}
+			tw.has = has
+			tw.mu.Unlock()
 		}
 	}()
-	return nt
+	return tw
+}
+
+// firstTimes is when the taint was first seen to come and to go.
+func (tw *taintWatch) firstTimes() (added, removed time.Time) {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return tw.added, tw.removed
+}
+
+func (tw *taintWatch) removalCount() int {
+	tw.mu.Lock()
+	defer tw.mu.Unlock()
+	return tw.removals
 }
 
 func (a *apiServer) node(t *testing.T, name string) *corev1.Node {
@@ -153,7 +173,7 @@ func TestPoolTaint(t *testing.T) {
 	netns := newNS(t).Path()
 	v4 := &hostLocal{netns: netns, network: "edge", ipam: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.77.0.0/29"}]],"dataDir":%q}`, data)}
 	writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2}`)
-	nt := watchTaint(t, a, node)
+	nt := watchTaint(t, a.Admin, node)
 	state := t.TempDir()
 	// No resync during the test: inotify alone must drive every change.
 	args := []string{"--cni-conf-dir", confDir, "--pool-resync", "1h"}
@@ -196,11 +216,11 @@ func TestPoolTaint(t *testing.T) {
 		never(t, "the taint went away at exactly minFree", 3*time.Second, func() bool { return taint.Has(a.node(t, node)) })
 	})
 	t.Run("a restart while tainted keeps a taint that still applies", func(t *testing.T) {
-		removed := nt.removed.Load()
+		removed := nt.removalCount()
 		stop()
 		listen, stop = sidecar()
 		never(t, "the restarted sidecar lifted a taint that still applies", 3*time.Second, func() bool { return taint.Has(a.node(t, node)) })
-		if nt.removed.Load() != removed {
+		if nt.removalCount() != removed {
 			t.Errorf("the taint was removed and added again during the restart")
 		}
 	})
