@@ -45,6 +45,15 @@ type harness struct {
 // change its options first.
 func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 	t.Helper()
+	h := newHarness(t, edit, pods...)
+	h.run()
+	return h
+}
+
+// newHarness is start without running the controller, for markers that
+// must be there before its first scan.
+func newHarness(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
+	t.Helper()
 	o := options{StateDir: t.TempDir(), NodeName: node, ConditionType: publish.DefaultConditionType,
 		PendingTimeout: time.Hour, Resync: time.Hour, Workers: 2, UnobservedGrace: 30 * time.Second, Unobserved: unobservedReady}
 	if edit != nil {
@@ -67,11 +76,14 @@ func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 		<-ctx.Done()
 		return nil, ctx.Err()
 	}
+	return h
+}
+
+func (h *harness) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); h.c.run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
-	return h
+	h.t.Cleanup(func() { cancel(); <-done })
 }
 
 func gatedPod(name, uid string) *corev1.Pod {
@@ -195,10 +207,13 @@ func (h *harness) events() []string {
 // are ready, and its message names each network.
 func TestOneConditionForTwoMarkers(t *testing.T) {
 	pod := gatedPod("web-0", "u-0")
-	h := start(t, nil, pod)
+	// Both markers are there before the first scan: written one after
+	// the other to a running sidecar, the first alone is a change too.
+	h := newHarness(t, nil, pod)
 	now := time.Now()
 	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, now)
 	h.writeMarker(pod, "storagenet", "net1", marker.StatePending, now)
+	h.run()
 
 	c := h.waitFor("web-0", "False while net1 is pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 	for _, want := range []string{"network podnet (eth0) programmed", "network storagenet (net1): waiting for: nftables set inet/agent/pods4 has 10.200.0.5"} {
