@@ -111,7 +111,9 @@ func (w *poolWatcher) run(ctx context.Context) error {
 		if err := w.reconcile(ctx, fsw, full); err != nil {
 			w.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
 			w.log.Warn("node not updated; retrying", "node", w.node, "after", backoff, "err", err)
-			retry, backoff = time.After(backoff), min(2*backoff, w.resync)
+			// Capped as the pod queue is: after a long outage, the taint
+			// lags the API server's return by at most retryMax.
+			retry, backoff = time.After(backoff), min(2*backoff, retryMax, w.resync)
 		} else {
 			retry, backoff = nil, time.Second
 		}

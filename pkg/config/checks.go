@@ -1,7 +1,6 @@
 package config
 
 import (
-	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -9,7 +8,6 @@ import (
 	"net/url"
 	"path/filepath"
 	"strings"
-	"text/template"
 )
 
 // Check kinds from the contract.
@@ -258,29 +256,76 @@ func (c *CheckConf) fields() map[string]string {
 // the check apply once per pod IP.
 func (c *CheckConf) UsesIP() bool {
 	for _, v := range c.fields() {
-		a, _ := Expand(v, Placeholders{IP: "192.0.2.1"})
-		b, _ := Expand(v, Placeholders{IP: "192.0.2.2"})
-		if a != b {
+		uses := false
+		expand(v, func(name string) (string, bool) {
+			uses = uses || name == "IP"
+			return "", true
+		})
+		if uses {
 			return true
 		}
 	}
 	return false
 }
 
-// Expand fills the placeholders of s.
+// knownPlaceholders lists the names for error messages.
+const knownPlaceholders = "{{.IP}} {{.ContainerID}} {{.IfName}} {{.Network}} {{.PodNamespace}} {{.PodName}} {{.PodUID}}"
+
+// Expand fills the placeholders of s. A placeholder is {{.Name}}, with
+// optional spaces inside the braces, for one of the names Placeholders
+// has; anything else between {{ and }} is an error.
 func Expand(s string, p Placeholders) (string, error) {
+	return expand(s, p.value)
+}
+
+// value returns the placeholder called name.
+func (p Placeholders) value(name string) (string, bool) {
+	switch name {
+	case "IP":
+		return p.IP, true
+	case "ContainerID":
+		return p.ContainerID, true
+	case "IfName":
+		return p.IfName, true
+	case "Network":
+		return p.Network, true
+	case "PodNamespace":
+		return p.PodNamespace, true
+	case "PodName":
+		return p.PodName, true
+	case "PodUID":
+		return p.PodUID, true
+	}
+	return "", false
+}
+
+// expand replaces each {{.Name}} of s with value(Name).
+func expand(s string, value func(name string) (string, bool)) (string, error) {
 	if !strings.Contains(s, "{{") {
 		return s, nil
 	}
-	t, err := template.New("").Option("missingkey=error").Parse(s)
-	if err != nil {
-		return "", fmt.Errorf("bad placeholder: %w", err)
+	var b strings.Builder
+	for {
+		open := strings.Index(s, "{{")
+		if open < 0 {
+			b.WriteString(s)
+			return b.String(), nil
+		}
+		b.WriteString(s[:open])
+		rest := s[open+2:]
+		end := strings.Index(rest, "}}")
+		if end < 0 {
+			return "", fmt.Errorf("bad placeholder: %q has no closing }} (known: %s)", s[open:], knownPlaceholders)
+		}
+		inner := strings.Trim(rest[:end], " \t\r\n")
+		name, ok := strings.CutPrefix(inner, ".")
+		v, known := value(name)
+		if !ok || !known {
+			return "", fmt.Errorf("bad placeholder {{%s}} (known: %s)", inner, knownPlaceholders)
+		}
+		b.WriteString(v)
+		s = rest[end+2:]
 	}
-	var b bytes.Buffer
-	if err := t.Execute(&b, p); err != nil {
-		return "", fmt.Errorf("bad placeholder (known: .IP .ContainerID .IfName .Network .PodNamespace .PodName .PodUID): %w", err)
-	}
-	return b.String(), nil
 }
 
 // IsLoopbackHost reports whether host (as url.URL.Hostname returns it) is

@@ -169,18 +169,44 @@ func TestParsePrevResult(t *testing.T) {
 func TestExpand(t *testing.T) {
 	p := Placeholders{IP: "10.1.0.5", ContainerID: "abc", IfName: "eth0", Network: "podnet",
 		PodNamespace: "default", PodName: "web-0", PodUID: "u-1"}
-	tests := []struct{ in, want string }{
-		{"plain", "plain"},
-		{"-s {{.IP}}/32 -j ACCEPT", "-s 10.1.0.5/32 -j ACCEPT"},
-		{"{{ .PodNamespace }}/{{.PodName}} {{.PodUID}} {{.ContainerID}} {{.IfName}} {{.Network}}", "default/web-0 u-1 abc eth0 podnet"},
+	tests := []struct {
+		in, want string
+		err      string // a part of the error; "" for none
+	}{
+		{in: "plain", want: "plain"},
+		{in: "-s {{.IP}}/32 -j ACCEPT", want: "-s 10.1.0.5/32 -j ACCEPT"},
+		{in: "{{ .PodNamespace }}/{{.PodName}} {{.PodUID}} {{.ContainerID}} {{.IfName}} {{.Network}}", want: "default/web-0 u-1 abc eth0 podnet"},
+		{in: "{{.IP}}{{.IP}}", want: "10.1.0.510.1.0.5"},
+		{in: "ip saddr { 10.0.0.1 } }} {", want: "ip saddr { 10.0.0.1 } }} {"},
+		{in: "{{.PodIP}}", err: "bad placeholder {{.PodIP}} (known: {{.IP}} {{.ContainerID}}"},
+		{in: "{{IP}}", err: "bad placeholder {{IP}}"},
+		{in: "{{.ip}}", err: "bad placeholder {{.ip}}"},
+		{in: "{{- .IP -}}", err: "bad placeholder {{- .IP -}}"},
+		{in: `{{.IP | printf "%s"}}`, err: "bad placeholder"},
+		{in: "-s {{.IP", err: `"{{.IP" has no closing }}`},
 	}
 	for _, tt := range tests {
 		got, err := Expand(tt.in, p)
-		if err != nil {
+		if tt.err == "" && err != nil {
 			t.Errorf("Expand(%q): %v", tt.in, err)
+		}
+		if tt.err != "" && (err == nil || !strings.Contains(err.Error(), tt.err)) {
+			t.Errorf("Expand(%q) error = %v, want one containing %q", tt.in, err, tt.err)
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("Expand(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+func TestUsesIP(t *testing.T) {
+	tests := map[string]bool{
+		"-s {{.IP}}/32": true, "-s {{ .IP }}/32": true, "{{.PodName}}": false, "plain": false, "{{.IPX}}": false,
+	}
+	for match, want := range tests {
+		c := CheckConf{Kind: KindIPTables, Chain: "C", Match: match}
+		if got := c.UsesIP(); got != want {
+			t.Errorf("UsesIP with match %q = %v, want %v", match, got, want)
 		}
 	}
 }

@@ -2,7 +2,9 @@ package config
 
 import (
 	"errors"
+	"strings"
 	"testing"
+	"text/template"
 
 	"github.com/containernetworking/cni/pkg/types"
 )
@@ -38,6 +40,37 @@ func FuzzParse(f *testing.F) {
 		cl, _ := ParseCleanup(data)
 		if cl == nil {
 			t.Fatal("ParseCleanup returned nil")
+		}
+	})
+}
+
+// FuzzExpand: whatever Expand accepts, Go's text/template (which expanded
+// placeholders before netready had its own expander) expands to the same
+// string, so no accepted configuration changed meaning.
+func FuzzExpand(f *testing.F) {
+	for _, s := range []string{
+		"plain", "-s {{.IP}}/32", "{{ .PodName }}/{{.PodUID}}", "{{.IP}}{{.Network}}", "} }} {", "{{\t.IfName\n}}",
+		"{{.PodIP}}", "{{- .IP -}}", "{{.IP", "{{/* c */}}", "{{.ContainerID | len}}",
+	} {
+		f.Add(s)
+	}
+	p := Placeholders{IP: "10.1.0.5", ContainerID: "abc", IfName: "eth0", Network: "podnet",
+		PodNamespace: "default", PodName: "web-0", PodUID: "u-1"}
+	f.Fuzz(func(t *testing.T, s string) {
+		got, err := Expand(s, p)
+		if err != nil {
+			return
+		}
+		tmpl, err := template.New("").Option("missingkey=error").Parse(s)
+		if err != nil {
+			t.Fatalf("Expand(%q) = %q, but text/template refuses it: %v", s, got, err)
+		}
+		var want strings.Builder
+		if err := tmpl.Execute(&want, p); err != nil {
+			t.Fatalf("Expand(%q) = %q, but text/template fails: %v", s, got, err)
+		}
+		if got != want.String() {
+			t.Fatalf("Expand(%q) = %q, text/template gives %q", s, got, want.String())
 		}
 	})
 }

@@ -376,11 +376,19 @@ func baselineProbe(b testing.TB, source string, a *testAgent) func(ip string) bo
 // BenchmarkAddOverhead: an attachment that is already programmed. netready
 // (address and route checks) against the reference tuning plugin chained in
 // the same place, each run 200 times interleaved on the same prevResult.
+//
+// Both binaries are installed the way netready-install installs the plugin
+// (read whole, written with one write, so the page cache holds them alike),
+// four copies of each, run in turn. How a binary came into the page cache
+// moves its start-up by up to 10% here: from bin/ as go build wrote it,
+// netready's start-up alone was 1.03-1.12x tuning's cached build; from
+// tmpfs, 1.16x; installed alike on disk, 1.00-1.02x.
 func BenchmarkAddOverhead(b *testing.B) {
-	const runs = 200
+	const runs, copies = 200, 4
 	// Production keeps markers in /run/netready, a tmpfs, where fsync is
 	// nearly free; this machine's /run and /tmp are on disk. Give both
-	// plugins' state a tmpfs, as a node would.
+	// plugins' state a tmpfs, as a node would. Binaries stay on disk, as
+	// /opt/cni/bin is.
 	state := b.TempDir()
 	mustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-bench", state)
 	b.Cleanup(func() { mustRun(b, "umount", state) })
@@ -409,7 +417,6 @@ func BenchmarkAddOverhead(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	noop := noopBinary(b)
 	version := func(bin string) time.Duration {
 		cmd := exec.Command(bin)
 		cmd.Env = []string{"CNI_COMMAND=VERSION"}
@@ -417,24 +424,64 @@ func BenchmarkAddOverhead(b *testing.B) {
 		cmd.Run()
 		return time.Since(start)
 	}
-	floor := floorBinary(b)
+	bins := b.TempDir()
+	netready := copyBinary(b, filepath.Join(binDir, "netready"), bins, copies)
+	tuningBin := copyBinary(b, filepath.Join(cniBinDir, "tuning"), bins, copies)
+	floor := copyBinary(b, floorBinary(b), bins, copies)
+	noop := copyBinary(b, noopBinary(b), bins, copies)
 	var nr, tu, fl, nrV, tuV, no []time.Duration
 	for i := 0; i < runs; i++ {
-		nr = append(nr, run(filepath.Join(binDir, "netready"), netreadyConf))
-		tu = append(tu, run(filepath.Join(cniBinDir, "tuning"), tuningConf))
-		fl = append(fl, run(floor, netreadyConf))
-		nrV = append(nrV, version(filepath.Join(binDir, "netready")))
-		tuV = append(tuV, version(filepath.Join(cniBinDir, "tuning")))
-		no = append(no, version(noop))
+		c := i % copies
+		nr = append(nr, run(netready[c], netreadyConf))
+		tu = append(tu, run(tuningBin[c], tuningConf))
+		fl = append(fl, run(floor[c], netreadyConf))
+		nrV = append(nrV, version(netready[c]))
+		tuV = append(tuV, version(tuningBin[c]))
+		no = append(no, version(noop[c]))
 	}
 	ratio := float64(percentile(nr, .5)) / float64(percentile(tu, .5))
-	fmt.Println("\nADD overhead when everything is already programmed (exec of the last plugin, 200 runs each, interleaved, state on tmpfs)")
+	fmt.Printf("\nADD overhead when everything is already programmed (exec of the last plugin, %d runs each from %d copies on disk, interleaved, state on tmpfs)\n", runs, copies)
 	fmt.Printf("  netready p50 %s p99 %s | tuning p50 %s p99 %s | ratio p50 %.2fx (goal <= 1.25x: %s)\n",
 		ms(percentile(nr, .5)), ms(percentile(nr, .99)), ms(percentile(tu, .5)), ms(percentile(tu, .99)), ratio, metOrMissed(ratio <= 1.25))
+	for c := range copies {
+		fmt.Printf("    copy %d: netready p50 %s | tuning p50 %s | ratio %.2fx\n", c+1,
+			ms(percentile(everyNth(nr, c, copies), .5)), ms(percentile(everyNth(tu, c, copies), .5)),
+			float64(percentile(everyNth(nr, c, copies), .5))/float64(percentile(everyNth(tu, c, copies), .5)))
+	}
 	fmt.Printf("  start alone (VERSION): netready p50 %s | tuning p50 %s | ratio %.2fx; a no-op Go binary p50 %s\n",
 		ms(percentile(nrV, .5)), ms(percentile(tuV, .5)), float64(percentile(nrV, .5))/float64(percentile(tuV, .5)), ms(percentile(no, .5)))
 	fmt.Printf("  floor: the same kernel work in a minimal Go program (test/floor: netns netlink socket, link and address lookups, route lookup, marker-sized file with fsync and rename) p50 %s | ratio to tuning %.2fx\n",
 		ms(percentile(fl, .5)), float64(percentile(fl, .5))/float64(percentile(tu, .5)))
+}
+
+// copyBinary copies the executable src into dir n times and returns the
+// copies' paths.
+func copyBinary(b testing.TB, src, dir string, n int) []string {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		b.Fatal(err)
+	}
+	var out []string
+	for i := range n {
+		p := filepath.Join(dir, fmt.Sprintf("%s.%d", filepath.Base(src), i+1))
+		if err := os.WriteFile(p, data, 0o755); err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// everyNth returns xs[first], xs[first+n], ...
+func everyNth(xs []time.Duration, first, n int) []time.Duration {
+	var out []time.Duration
+	for i := first; i < len(xs); i += n {
+		out = append(out, xs[i])
+	}
+	return out
 }
 
 // floorBinary builds test/floor the way the plugin is built.
@@ -573,8 +620,11 @@ func smapsRollup(pid int) (pss, anon int64) {
 
 // BenchmarkStatus: STATUS as the runtime runs it (one exec every few
 // seconds) with 1,000 and 65,000 addresses allocated in a host-local pool:
-// median and p99 over 200 runs.
+// median and p99 over 200 runs. The plugin and the no-op floor run from
+// copies installed as BenchmarkAddOverhead installs them.
 func BenchmarkStatus(b *testing.B) {
+	bins := b.TempDir()
+	netready := copyBinary(b, filepath.Join(binDir, "netready"), bins, 1)[0]
 	for _, allocated := range []int{1000, 65000} {
 		dir := b.TempDir()
 		n := newNet(b, "bridge.conflist", nil)
@@ -604,7 +654,7 @@ func BenchmarkStatus(b *testing.B) {
 					os.Chtimes(pool, at, at)
 				}
 				start := time.Now()
-				if _, e := invoke(b, "STATUS", conf); e != nil {
+				if _, e := invokeBin(b, netready, "STATUS", conf); e != nil {
 					b.Fatalf("STATUS: %+v", e)
 				}
 				runs = append(runs, time.Since(start))
@@ -628,13 +678,13 @@ func BenchmarkStatus(b *testing.B) {
 				ms(percentile(reads, .5)), ms(percentile(reads, .99)))
 		}
 	}
-	noop := noopBinary(b)
+	noop := copyBinary(b, noopBinary(b), bins, 1)[0]
 	var starts, versions []time.Duration
 	for range 200 {
 		for _, r := range []struct {
 			bin string
 			out *[]time.Duration
-		}{{noop, &starts}, {filepath.Join(binDir, "netready"), &versions}} {
+		}{{noop, &starts}, {netready, &versions}} {
 			cmd := exec.Command(r.bin)
 			cmd.Env = []string{"CNI_COMMAND=VERSION"}
 			start := time.Now()

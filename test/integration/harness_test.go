@@ -313,9 +313,15 @@ func cniCode(err error) uint {
 // invoke runs the netready binary directly, as a runtime would.
 func invoke(t testing.TB, command string, stdin []byte, env ...string) (string, *types.Error) {
 	t.Helper()
+	return invokeBin(t, filepath.Join(binDir, "netready"), command, stdin, env...)
+}
+
+// invokeBin is invoke with another copy of the plugin.
+func invokeBin(t testing.TB, bin, command string, stdin []byte, env ...string) (string, *types.Error) {
+	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(binDir, "netready"))
+	cmd := exec.CommandContext(ctx, bin)
 	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + pluginPath, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout bytes.Buffer

@@ -159,7 +159,9 @@ func never(t *testing.T, what string, d time.Duration, ok func() bool) {
 // kube-apiserver with the RBAC of deploy/, counting pools that the real
 // host-local plugin fills and empties: a pool at exactly minFree, the
 // hysteresis, a restart while tainted, a restart after the pool freed up,
-// a dual-stack pool where only IPv6 runs out, and the metrics.
+// a dual-stack pool where only IPv6 runs out, the metrics, two sidecars
+// at once on one node, and a pool that runs out while the API server is
+// down.
 func TestPoolTaint(t *testing.T) {
 	a := startAPIServer(t)
 	ctx := context.Background()
@@ -311,6 +313,41 @@ func TestPoolTaint(t *testing.T) {
 		if _, err := a.Admin.CoreV1().Nodes().Update(ctx, n, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
+	})
+	t.Run("two sidecars on one node keep one taint and agree", func(t *testing.T) {
+		// A rollout can overlap the old pod and the new one for a while.
+		writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2}`)
+		_, _, stop2 := startSidecarProc(t, a, a.AgentKubeconfig, t.TempDir(), node, args...)
+		defer stop2()
+		v4.add(t, "c1", "c2", "c3", "c4")
+		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		never(t, "two sidecars left other than one taint and a True condition", 2*time.Second, func() bool {
+			n := a.node(t, node)
+			ours := slices.IndexFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
+			c := taint.Current(n)
+			return ours >= 0 && slices.IndexFunc(n.Spec.Taints[ours+1:], func(x corev1.Taint) bool { return x.Key == taint.Key }) < 0 &&
+				otherTaintKept(n) && c != nil && c.Status == corev1.ConditionTrue
+		})
+		v4.del(t, "c3", "c4")
+		within(t, "the taint gone", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		never(t, "one of the two sidecars put the taint back", 2*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+	})
+	t.Run("a pool that runs out while the API server is down taints the node once it is back", func(t *testing.T) {
+		// c1 and c2 are in use: 3 of 5 free, not short.
+		a.stopAPI()
+		v4.add(t, "c3", "c4")
+		time.Sleep(3 * time.Second) // the sidecar's attempts fail meanwhile
+		a.startAPI()
+		within(t, "the taint after the API server is back", 20*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		if c := condition(); c == nil || c.Status != corev1.ConditionTrue {
+			t.Errorf("condition = %+v, want True", c)
+		}
+		if m := metricsText(t, listen); !strings.Contains(m, "netready_api_errors_total{reason=") {
+			t.Errorf("no API errors counted across the outage:\n%s", grepLines(m, "api_errors"))
+		}
+		v4.del(t, "c3", "c4")
+		within(t, "the taint gone", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		v4.del(t, "c1", "c2")
 	})
 	stop()
 	// The other taint was never touched.
