@@ -205,6 +205,7 @@ func TestPoolTaint(t *testing.T) {
 		added := time.Now()
 		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
 		t.Logf("taint %d ms after host-local's ADD returned", time.Since(added).Milliseconds())
+		within(t, "a True condition", 5*time.Second, func() bool { return taintedAndTrue(a.node(t, node)) })
 		n := a.node(t, node)
 		if !otherTaintKept(n) {
 			t.Errorf("taints = %+v, want the other one kept", n.Spec.Taints)
@@ -256,7 +257,7 @@ func TestPoolTaint(t *testing.T) {
 			ids = append(ids, id)
 		}
 		t.Logf("host-local handed out %d dual-stack pairs before IPv6 ran out", len(ids))
-		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		within(t, "the taint and a True condition", 5*time.Second, func() bool { return taintedAndTrue(a.node(t, node)) })
 		c := condition()
 		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, fmt.Sprintf("%d of %d addresses in use in fd00:78::/125", len(ids), len(ids))) ||
 			!strings.Contains(c.Message, fmt.Sprintf("%d of 253 addresses in use in 10.78.0.0/24", len(ids))) {
@@ -320,7 +321,8 @@ func TestPoolTaint(t *testing.T) {
 		_, _, stop2 := startSidecarProc(t, a, a.AgentKubeconfig, t.TempDir(), node, args...)
 		defer stop2()
 		v4.add(t, "c1", "c2", "c3", "c4")
-		within(t, "the taint", 5*time.Second, func() bool { return taint.Has(a.node(t, node)) })
+		// The taint and the condition are two writes: wait for both.
+		within(t, "the taint and a True condition", 5*time.Second, func() bool { return taintedAndTrue(a.node(t, node)) })
 		never(t, "two sidecars left other than one taint and a True condition", 2*time.Second, func() bool {
 			n := a.node(t, node)
 			ours := slices.IndexFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
@@ -338,10 +340,7 @@ func TestPoolTaint(t *testing.T) {
 		v4.add(t, "c3", "c4")
 		time.Sleep(3 * time.Second) // the sidecar's attempts fail meanwhile
 		a.startAPI()
-		within(t, "the taint after the API server is back", 20*time.Second, func() bool { return taint.Has(a.node(t, node)) })
-		if c := condition(); c == nil || c.Status != corev1.ConditionTrue {
-			t.Errorf("condition = %+v, want True", c)
-		}
+		within(t, "the taint and a True condition after the API server is back", 20*time.Second, func() bool { return taintedAndTrue(a.node(t, node)) })
 		if m := metricsText(t, listen); !strings.Contains(m, "netready_api_errors_total{reason=") {
 			t.Errorf("no API errors counted across the outage:\n%s", grepLines(m, "api_errors"))
 		}
@@ -354,6 +353,12 @@ func TestPoolTaint(t *testing.T) {
 	if n := a.node(t, node); !otherTaintKept(n) || taint.Has(n) {
 		t.Errorf("taints at the end = %+v", n.Spec.Taints)
 	}
+}
+
+// taintedAndTrue: the node has netready's taint and its condition is True.
+func taintedAndTrue(n *corev1.Node) bool {
+	c := taint.Current(n)
+	return taint.Has(n) && c != nil && c.Status == corev1.ConditionTrue
 }
 
 // otherTaintKept: the operator's taint is still there, unchanged.
