@@ -3,12 +3,14 @@
 // need, and nothing else. It opens a netlink socket in the pod's netns,
 // looks up the link and its addresses there, looks up the route to the pod
 // IP in the host, writes a file as the marker is written (fsync, rename,
-// fsync of the folder), and prints prevResult. It parses no config, checks
-// nothing and reports no error.
+// fsync of the folder), and prints prevResult. It parses no config and
+// checks nothing, but exits 1 if any of that work fails, so that the bench
+// never takes a floor that skipped part of it.
 package main
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"os"
@@ -22,36 +24,81 @@ import (
 )
 
 func main() {
-	stdin, _ := io.ReadAll(os.Stdin)
+	if err := run(); err != nil {
+		fmt.Fprintln(os.Stderr, "floor:", err)
+		os.Exit(1)
+	}
+}
+
+func run() error {
+	stdin, err := io.ReadAll(os.Stdin)
+	if err != nil {
+		return err
+	}
 	var conf struct {
 		StateDir   string          `json:"stateDir"`
 		PrevResult json.RawMessage `json:"prevResult"`
 	}
-	json.Unmarshal(stdin, &conf)
 	var prev struct {
 		IPs []struct{ Address string } `json:"ips"`
 	}
-	json.Unmarshal(conf.PrevResult, &prev)
+	if err := json.Unmarshal(stdin, &conf); err != nil {
+		return err
+	}
+	if err := json.Unmarshal(conf.PrevResult, &prev); err != nil || len(prev.IPs) == 0 {
+		return fmt.Errorf("prevResult with no IP: %v", err)
+	}
 	ip := net.ParseIP(strings.Split(prev.IPs[0].Address, "/")[0])
 
-	nsh, _ := netns.GetFromPath(os.Getenv("CNI_NETNS"))
-	h, _ := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
+	nsh, err := netns.GetFromPath(os.Getenv("CNI_NETNS"))
+	if err != nil {
+		return fmt.Errorf("netns %s: %w", os.Getenv("CNI_NETNS"), err)
+	}
+	h, err := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
 	nsh.Close()
-	link, _ := h.LinkByName(os.Getenv("CNI_IFNAME"))
-	h.AddrList(link, netlink.FAMILY_V4)
-	h.Close()
-	netlink.RouteGetWithOptions(ip, &netlink.RouteGetOptions{FIBMatch: true})
+	if err != nil {
+		return err
+	}
+	defer h.Close()
+	link, err := h.LinkByName(os.Getenv("CNI_IFNAME"))
+	if err != nil {
+		return fmt.Errorf("link %s: %w", os.Getenv("CNI_IFNAME"), err)
+	}
+	if _, err := h.AddrList(link, netlink.FAMILY_V4); err != nil {
+		return err
+	}
+	if _, err := netlink.RouteGetWithOptions(ip, &netlink.RouteGetOptions{FIBMatch: true}); err != nil {
+		return err
+	}
 
 	dir := filepath.Join(conf.StateDir, "floor")
-	os.MkdirAll(dir, 0o755)
-	f, _ := os.CreateTemp(dir, ".tmp-")
-	f.Write(stdin[:min(len(stdin), 600)])
-	f.Sync()
-	f.Close()
-	os.Rename(f.Name(), filepath.Join(dir, os.Getenv("CNI_CONTAINERID")+".json"))
-	if d, err := os.Open(dir); err == nil {
-		d.Sync()
-		d.Close()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
 	}
-	os.Stdout.Write(conf.PrevResult)
+	f, err := os.CreateTemp(dir, ".tmp-")
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(stdin[:min(len(stdin), 600)]); err != nil {
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Rename(f.Name(), filepath.Join(dir, os.Getenv("CNI_CONTAINERID")+".json")); err != nil {
+		return err
+	}
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	if err := d.Sync(); err != nil {
+		return err
+	}
+	_, err = os.Stdout.Write(conf.PrevResult)
+	return err
 }

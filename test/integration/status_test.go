@@ -55,8 +55,8 @@ func waitPoolCountKept(t *testing.T, n *testNet) {
 }
 
 // TestStatusPoolAndAgents: STATUS tells the truth about a /29 pool that real
-// ADDs fill and a DEL frees, also while it keeps a count between calls, and about agents that go stale, unhealthy or
-// silent, always within a second.
+// ADDs fill and a DEL frees, also while it keeps a count between calls, and
+// about agents that go stale, unhealthy or silent, always within a second.
 func TestStatusPoolAndAgents(t *testing.T) {
 	heartbeat := filepath.Join(t.TempDir(), "heartbeat")
 	os.WriteFile(heartbeat, nil, 0o644)
