@@ -53,8 +53,6 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 	})
 }
 
-func nftSource() []watch.Source { return []watch.Source{{Kind: watch.NFTables}} }
-
 // isMissing reports a table, chain or set that does not exist (yet).
 func isMissing(err error) bool {
 	return errors.Is(err, unix.ENOENT) || strings.Contains(err.Error(), "no such file or directory")
@@ -73,13 +71,25 @@ func (c *nftSetCheck) Kind() string { return config.KindNFTables }
 func (c *nftSetCheck) Target() string {
 	return fmt.Sprintf("set %s/%s/%s has %s", c.family, c.table, c.set, c.ip)
 }
-func (c *nftSetCheck) Sources() []watch.Source { return nftSource() }
+
+// Sources: only element changes of this set can add the IP, and the
+// notification of one that does is itself the answer.
+func (c *nftSetCheck) Sources() []watch.Source {
+	return []watch.Source{{Kind: watch.NFTSet, Element: watch.NFTElement{
+		Family: uint8(c.fam), Table: c.table, Set: c.set, Key: string(ipKey(c.ip)),
+	}}}
+}
+
+// ipKey is an IP as an nftables set stores it: 4 bytes for IPv4.
+func ipKey(ip net.IP) []byte {
+	if v4 := ip.To4(); v4 != nil {
+		return v4
+	}
+	return ip.To16()
+}
 
 func (c *nftSetCheck) Probe(context.Context) (bool, string, error) {
-	key := c.ip.To4()
-	if key == nil {
-		key = c.ip.To16()
-	}
+	key := ipKey(c.ip)
 	var (
 		set   *nftables.Set
 		elems []nftables.SetElement
@@ -158,7 +168,7 @@ func (c *nftRuleCheck) Kind() string { return config.KindNFTables }
 func (c *nftRuleCheck) Target() string {
 	return fmt.Sprintf("chain %s/%s/%s contains %q", c.family, c.table, c.chain, c.match)
 }
-func (c *nftRuleCheck) Sources() []watch.Source { return nftSource() }
+func (c *nftRuleCheck) Sources() []watch.Source { return []watch.Source{{Kind: watch.NFTables}} }
 
 func (c *nftRuleCheck) Probe(context.Context) (bool, string, error) {
 	var rules []*nftables.Rule

@@ -1,7 +1,8 @@
 // Package wait owns waiting for checks: probe once, and for what is not yet
 // ready, sleep on the checks' event sources (netlink, inotify, nftables),
 // with a slow safety re-check, or poll with a short capped backoff where no
-// event exists, all bounded by the caller's context.
+// event exists, all bounded by the caller's context. A wake whose event
+// shows the check met ends its wait without a probe.
 package wait
 
 import (
@@ -248,7 +249,7 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 		return res, err
 	}
 
-	wake := make(chan struct{}, 1)
+	wake := make(chan watch.Wake, 1)
 	watched := 0
 	for _, src := range c.Sources() {
 		if err := hub.SubscribeTo(src, wake); err != nil {
@@ -275,7 +276,13 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 		select {
 		case <-ctx.Done():
 			return res, nil
-		case <-wake:
+		case w := <-wake:
+			if w.Shows {
+				// The event itself shows the check met; a probe would
+				// only read it back.
+				res.Ready, res.Why, res.Waited = true, "", time.Since(start)
+				return res, nil
+			}
 		case <-timer.C:
 			interval = min(interval*2, maxInterval)
 		}

@@ -9,7 +9,7 @@ import (
 
 // openDir watches one folder with inotify. A folder that does not exist yet
 // is not watchable; the caller falls back to its safety re-check.
-func openDir(ctx context.Context, dir string) (<-chan struct{}, error) {
+func openDir(ctx context.Context, dir string) (<-chan Wake, error) {
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
 		return nil, fmt.Errorf("inotify: %w", err)
@@ -18,7 +18,7 @@ func openDir(ctx context.Context, dir string) (<-chan struct{}, error) {
 		w.Close()
 		return nil, err
 	}
-	out := make(chan struct{}, 1)
+	out := make(chan Wake, 1)
 	go func() {
 		defer close(out)
 		defer w.Close()
@@ -30,10 +30,10 @@ func openDir(ctx context.Context, dir string) (<-chan struct{}, error) {
 				if !ok {
 					return
 				}
-				token(out)
+				send(out, Wake{})
 			case _, ok := <-w.Errors:
 				// An overflow lost events: wake so that checks re-probe.
-				token(out)
+				send(out, Wake{})
 				if !ok {
 					return
 				}
@@ -41,11 +41,4 @@ func openDir(ctx context.Context, dir string) (<-chan struct{}, error) {
 		}
 	}()
 	return out, nil
-}
-
-func token(out chan<- struct{}) {
-	select {
-	case out <- struct{}{}:
-	default:
-	}
 }

@@ -1,44 +1,207 @@
 package watch
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
 
-	"github.com/google/nftables"
+	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
-// openNFTables joins the nftables netlink group. The kernel ends each
-// transaction with a new generation, so one token per batch is enough.
-func openNFTables(ctx context.Context, nsPath string) (<-chan struct{}, error) {
-	opts := []nftables.ConnOption{}
-	if nsPath != "" {
-		h, err := netns.GetFromPath(nsPath)
+// NFTElement names one element of an nftables set: what an NFTSet source
+// watches for. Key is the element's key bytes, e.g. an IPv4 address's four
+// (a string, so that a Source stays comparable).
+type NFTElement struct {
+	Family     uint8 // nfproto, e.g. unix.NFPROTO_INET
+	Table, Set string
+	Key        string
+}
+
+// Element attributes that golang.org/x/sys/unix does not name, from the
+// kernel's uapi linux/netfilter/nf_tables.h.
+const (
+	nftaSetElemKeyEnd  = 0xa // NFTA_SET_ELEM_KEY_END: a range's closing key
+	nftSetElemCatchall = 0x2 // NFT_SET_ELEM_CATCHALL
+)
+
+// openNFTables joins the nftables netlink group and reads its messages
+// raw: google/nftables' monitor decodes every object and drops the table
+// and set names of element events, which NFTSet needs.
+//
+// For NFTables, every transaction wakes (the kernel ends each with a
+// new-generation message). For NFTSet, only a transaction that changed the
+// set in a way that may have added the key wakes, and the wake Shows when
+// the transaction committed the key itself: elements of other sets, and
+// other keys of a plain set, wake no one.
+func openNFTables(ctx context.Context, src Source) (<-chan Wake, error) {
+	var cfg netlink.Config
+	if src.NetNS != "" {
+		h, err := netns.GetFromPath(src.NetNS)
 		if err != nil {
 			return nil, fmt.Errorf("cannot open netns: %w", err)
 		}
 		defer h.Close()
-		opts = append(opts, nftables.WithNetNSFd(int(h)))
+		cfg.NetNS = int(h)
 	}
-	conn, err := nftables.New(opts...)
+	conn, err := netlink.Dial(unix.NETLINK_NETFILTER, &cfg)
 	if err != nil {
 		return nil, fmt.Errorf("nftables: %w", err)
 	}
-	mon := nftables.NewMonitor(nftables.WithMonitorEventBuffer(16))
-	events, err := conn.AddGenerationalMonitor(mon)
-	if err != nil {
+	if err := conn.JoinGroup(unix.NFNLGRP_NFTABLES); err != nil {
+		conn.Close()
 		return nil, fmt.Errorf("nftables monitor: %w", err)
 	}
-	out := make(chan struct{}, 1)
-	go func() {
-		<-ctx.Done()
-		mon.Close()
-	}()
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	out := make(chan Wake, 1)
 	go func() {
 		defer close(out)
-		for range events {
-			token(out)
+		defer func() {
+			if stop() {
+				conn.Close()
+			}
+		}()
+		var tx transaction
+		for {
+			// An error is the hub closing the socket or lost messages
+			// (ENOBUFS): either way the stream ends, and the hub reopens
+			// it and wakes its listeners to re-probe.
+			msgs, err := conn.Receive()
+			if err != nil {
+				return
+			}
+			for _, m := range msgs {
+				if w, ok := tx.take(m, src); ok {
+					send(out, w)
+				}
+			}
 		}
 	}()
 	return out, nil
+}
+
+// transaction gathers what one nftables transaction did to a watched
+// element, up to the new-generation message that ends it.
+type transaction struct {
+	touched bool // the set changed in a way that may have added the key
+	holds   bool // the last change to the key itself added it
+}
+
+// take notes one message and, at the end of a transaction, says whether
+// and how to wake.
+func (tx *transaction) take(m netlink.Message, src Source) (Wake, bool) {
+	if m.Header.Type>>8 != unix.NFNL_SUBSYS_NFTABLES {
+		return Wake{}, false
+	}
+	switch m.Header.Type & 0xff {
+	case unix.NFT_MSG_NEWGEN:
+		w, ok := Wake{Shows: tx.holds}, src.Kind == NFTables || tx.touched
+		*tx = transaction{}
+		return w, ok
+	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM:
+		if src.Kind == NFTSet {
+			tx.elements(m, src.Element)
+		}
+	}
+	return Wake{}, false
+}
+
+// elements notes a message that added or removed elements of a set. Only
+// an element creation can make a set hold a key; a message that cannot be
+// read counts as a change that may have.
+func (tx *transaction) elements(m netlink.Message, want NFTElement) {
+	added := m.Header.Type&0xff == unix.NFT_MSG_NEWSETELEM
+	if len(m.Data) < 4 {
+		tx.touched = true
+		return
+	}
+	if m.Data[0] != want.Family {
+		return
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		tx.touched = true
+		return
+	}
+	var table, set string
+	var list []byte
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_LIST_TABLE:
+			table = ad.String()
+		case unix.NFTA_SET_ELEM_LIST_SET:
+			set = ad.String()
+		case unix.NFTA_SET_ELEM_LIST_ELEMENTS:
+			list = ad.Bytes()
+		}
+	}
+	switch {
+	case ad.Err() != nil:
+		tx.touched = true
+		return
+	case table != want.Table || set != want.Set:
+		return
+	}
+	ad, err = netlink.NewAttributeDecoder(list)
+	if err != nil {
+		tx.touched = true
+		return
+	}
+	for ad.Next() {
+		key, plain := element(ad.Bytes())
+		switch {
+		case !plain || len(key) != len(want.Key):
+			// A range, a concatenation or a catch-all: it may cover
+			// the key, so probe.
+			tx.touched = true
+		case string(key) == want.Key:
+			tx.touched, tx.holds = true, added
+		}
+	}
+	if ad.Err() != nil {
+		tx.touched = true
+	}
+}
+
+// element returns the key of one element and whether it is a plain key:
+// not the end of an interval, and without a key range of its own.
+func element(b []byte) ([]byte, bool) {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil, false
+	}
+	ad.ByteOrder = binary.BigEndian
+	var key []byte
+	plain := true
+	for ad.Next() {
+		switch ad.Type() {
+		case unix.NFTA_SET_ELEM_KEY:
+			key = dataValue(ad.Bytes())
+		case nftaSetElemKeyEnd:
+			plain = false
+		case unix.NFTA_SET_ELEM_FLAGS:
+			plain = plain && ad.Uint32()&(unix.NFT_SET_ELEM_INTERVAL_END|nftSetElemCatchall) == 0
+		}
+	}
+	return key, plain && key != nil && ad.Err() == nil
+}
+
+// dataValue unwraps NFTA_DATA_VALUE from a nested data attribute.
+func dataValue(b []byte) []byte {
+	ad, err := netlink.NewAttributeDecoder(b)
+	if err != nil {
+		return nil
+	}
+	var v []byte
+	for ad.Next() {
+		if ad.Type() == unix.NFTA_DATA_VALUE {
+			v = bytes.Clone(ad.Bytes())
+		}
+	}
+	if ad.Err() != nil {
+		return nil
+	}
+	return v
 }

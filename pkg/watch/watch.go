@@ -1,8 +1,9 @@
 // Package watch owns the event subscriptions that wake waiting checks:
 // netlink link, address, route and neighbour events in a given netns, and
 // other kernel notifications. A Hub opens each distinct source once and
-// fans its events out; it never tells what changed, only that something may
-// have, so checks re-probe.
+// fans its events out. A wake says only that something may have changed,
+// so checks re-probe, except where the event itself shows what a check
+// waits for (an nftables set element).
 package watch
 
 import (
@@ -34,10 +35,13 @@ const (
 	// OVSDB is a monitor of Open_vSwitch's Interface table on the OVSDB
 	// server whose unix socket is Path.
 	OVSDB
+	// NFTSet is nftables notifications that may add Element to its set,
+	// in a netns.
+	NFTSet
 )
 
 func (k Kind) String() string {
-	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table"}[k]
+	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table", "nftables elements"}[k]
 }
 
 // Source names one event stream. NetNS "" is the caller's own netns.
@@ -45,6 +49,16 @@ type Source struct {
 	Kind  Kind
 	NetNS string
 	Path  string
+	// Element is what an NFTSet source watches for.
+	Element NFTElement
+}
+
+// Wake is one wake-up of a listener.
+type Wake struct {
+	// Shows is set when the event itself shows what the listener waits
+	// for: an NFTSet transaction committed its element. The kernel sends
+	// that notification after the commit, so no probe need confirm it.
+	Shows bool
 }
 
 func (s Source) String() string {
@@ -54,6 +68,9 @@ func (s Source) String() string {
 	}
 	if s.Path != "" {
 		where = s.Path
+	}
+	if s.Kind == NFTSet {
+		return fmt.Sprintf("%s of set %s/%s in %s", s.Kind, s.Element.Table, s.Element.Set, where)
 	}
 	return fmt.Sprintf("%s in %s", s.Kind, where)
 }
@@ -76,7 +93,7 @@ type Hub struct {
 type stream struct {
 	opened    chan struct{} // closed once the open attempt is over
 	err       error         // set before opened closes
-	listeners []chan struct{}
+	listeners []chan Wake
 }
 
 // NewHub returns a hub whose streams end with ctx or Close.
@@ -94,10 +111,10 @@ func (h *Hub) Close() {
 	h.wg.Wait()
 }
 
-// SubscribeTo makes ch (buffered, so that events coalesce) receive a token
+// SubscribeTo makes ch (buffered, so that events coalesce) receive a Wake
 // after any event of src. The stream is open when SubscribeTo returns, so a
 // probe made afterwards cannot miss a change.
-func (h *Hub) SubscribeTo(src Source, ch chan struct{}) error {
+func (h *Hub) SubscribeTo(src Source, ch chan Wake) error {
 	h.mu.Lock()
 	if h.closed {
 		h.mu.Unlock()
@@ -131,16 +148,16 @@ func (h *Hub) SubscribeTo(src Source, ch chan struct{}) error {
 
 // pump forwards events of one stream, reopening it if it fails (for
 // instance on ENOBUFS), and waking listeners so that they re-probe.
-func (h *Hub) pump(src Source, events <-chan struct{}) {
+func (h *Hub) pump(src Source, events <-chan Wake) {
 	defer h.wg.Done()
 	for {
-		for range events {
-			h.wake(src)
+		for w := range events {
+			h.wake(src, w)
 		}
 		if h.ctx.Err() != nil {
 			return
 		}
-		h.wake(src)
+		h.wake(src, Wake{})
 		select {
 		case <-h.ctx.Done():
 			return
@@ -150,37 +167,66 @@ func (h *Hub) pump(src Source, events <-chan struct{}) {
 		if events, err = openStream(h.ctx, src); err != nil {
 			events = closedStream()
 		}
-		h.wake(src)
+		h.wake(src, Wake{})
 	}
 }
 
-func (h *Hub) wake(src Source) {
+func (h *Hub) wake(src Source, w Wake) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	for _, ch := range h.streams[src].listeners {
-		select {
-		case ch <- struct{}{}:
-		default:
-		}
+		send(ch, w)
 	}
 }
 
-func closedStream() <-chan struct{} {
-	ch := make(chan struct{})
+// send wakes without blocking. A full channel already holds a wake, so the
+// listener will look; a wake that Shows replaces one that does not, which
+// spares the listener a probe (if it loses a race to another sender, the
+// listener probes, which is slower but as true).
+func send(ch chan Wake, w Wake) {
+	select {
+	case ch <- w:
+		return
+	default:
+	}
+	if !w.Shows {
+		return
+	}
+	select {
+	case <-ch:
+	default:
+	}
+	select {
+	case ch <- w:
+	default:
+	}
+}
+
+func closedStream() <-chan Wake {
+	ch := make(chan Wake)
 	close(ch)
 	return ch
 }
 
 // openStream opens one stream. The returned channel closes when ctx ends or
 // the stream fails.
-func openStream(ctx context.Context, src Source) (<-chan struct{}, error) {
+func openStream(ctx context.Context, src Source) (<-chan Wake, error) {
 	switch src.Kind {
 	case Dir:
 		return openDir(ctx, src.Path)
-	case NFTables:
-		return openNFTables(ctx, src.NetNS)
+	case NFTables, NFTSet:
+		return openNFTables(ctx, src)
 	case OVSDB:
-		return ovsdb.Monitor(ctx, src.Path, "Open_vSwitch", "Interface", []string{"external_ids"})
+		updates, err := ovsdb.Monitor(ctx, src.Path, "Open_vSwitch", "Interface", []string{"external_ids"})
+		if err != nil {
+			return nil, err
+		}
+		out := make(chan Wake, 1)
+		go func() {
+			defer close(out)
+			forwardAll(updates, out)
+		}()
+		return out, nil
 	}
 	var nsh *netns.NsHandle
 	if src.NetNS != "" {
@@ -191,7 +237,7 @@ func openStream(ctx context.Context, src Source) (<-chan struct{}, error) {
 		nsh = &h
 	}
 	done := make(chan struct{})
-	out := make(chan struct{}, 1)
+	out := make(chan Wake, 1)
 	var err error
 	var forward func()
 	// onErr records a stream failure; the netlink library closes its channel
@@ -235,9 +281,9 @@ func openStream(ctx context.Context, src Source) (<-chan struct{}, error) {
 	return out, nil
 }
 
-// forwardAll turns each update into a coalesced token until in closes.
-func forwardAll[T any](in <-chan T, out chan<- struct{}) {
+// forwardAll turns each update into a coalesced wake until in closes.
+func forwardAll[T any](in <-chan T, out chan Wake) {
 	for range in {
-		token(out)
+		send(out, Wake{})
 	}
 }

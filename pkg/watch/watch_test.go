@@ -2,7 +2,9 @@ package watch
 
 import (
 	"context"
+	"net"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"runtime"
 	"strings"
@@ -12,9 +14,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
-func woken(ch chan struct{}) bool {
+func woken(ch chan Wake) bool {
 	select {
 	case <-ch:
 		return true
@@ -23,7 +26,7 @@ func woken(ch chan struct{}) bool {
 	}
 }
 
-func drain(ch chan struct{}) {
+func drain(ch chan Wake) {
 	for {
 		select {
 		case <-ch:
@@ -38,9 +41,9 @@ func TestDirWakesEveryListener(t *testing.T) {
 	before := runtime.NumGoroutine()
 	dir := t.TempDir()
 	h := NewHub(context.Background())
-	a, b := make(chan struct{}, 1), make(chan struct{}, 1)
+	a, b := make(chan Wake, 1), make(chan Wake, 1)
 	src := Source{Kind: Dir, Path: dir}
-	for _, ch := range []chan struct{}{a, b} {
+	for _, ch := range []chan Wake{a, b} {
 		if err := h.SubscribeTo(src, ch); err != nil {
 			t.Fatal(err)
 		}
@@ -67,15 +70,15 @@ func TestDirWakesEveryListener(t *testing.T) {
 func TestMissingDirIsAnError(t *testing.T) {
 	h := NewHub(context.Background())
 	defer h.Close()
-	err := h.SubscribeTo(Source{Kind: Dir, Path: "/nonexistent/netready"}, make(chan struct{}, 1))
+	err := h.SubscribeTo(Source{Kind: Dir, Path: "/nonexistent/netready"}, make(chan Wake, 1))
 	if err == nil || !strings.Contains(err.Error(), "folder in /nonexistent/netready") {
 		t.Errorf("SubscribeTo a missing folder = %v, want an error naming it", err)
 	}
 }
 
-// TestLinksInNetns: link events inside a pod netns wake the listener; the
-// hub ends with its context.
-func TestLinksInNetns(t *testing.T) {
+// newNetNS makes a network namespace that the test removes.
+func newNetNS(t *testing.T) ns.NetNS {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Fatal("needs root for a network namespace: run `make test` as root")
 	}
@@ -83,16 +86,25 @@ func TestLinksInNetns(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer testutils.UnmountNS(netns)
-	defer netns.Close()
+	t.Cleanup(func() {
+		netns.Close()
+		testutils.UnmountNS(netns)
+	})
+	return netns
+}
+
+// TestLinksInNetns: link events inside a pod netns wake the listener; the
+// hub ends with its context.
+func TestLinksInNetns(t *testing.T) {
+	netns := newNetNS(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	h := NewHub(ctx)
-	ch := make(chan struct{}, 1)
+	ch := make(chan Wake, 1)
 	if err := h.SubscribeTo(Source{Kind: Links, NetNS: netns.Path()}, ch); err != nil {
 		t.Fatal(err)
 	}
 	drain(ch)
-	err = netns.Do(func(ns.NetNS) error {
+	err := netns.Do(func(ns.NetNS) error {
 		return netlink.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: "w0"}, PeerName: "w1"})
 	})
 	if err != nil {
@@ -108,5 +120,79 @@ func TestLinksInNetns(t *testing.T) {
 	case <-done:
 	case <-time.After(5 * time.Second):
 		t.Fatal("Close hung after the context ended")
+	}
+}
+
+// TestNFTSetWakes: an NFTSet stream, on the real kernel in a netns, wakes
+// only for changes that may add its key to its set, and Shows only the
+// committed key itself. Listeners have room for every wake.
+func TestNFTSetWakes(t *testing.T) {
+	netns := newNetNS(t)
+	nft := func(script string) {
+		t.Helper()
+		cmd := exec.Command("nsenter", "--net="+netns.Path(), "nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("nft %q: %v: %s", script, err, out)
+		}
+	}
+	nft(`add table inet t
+add set inet t pods { type ipv4_addr; }
+add set inet t other { type ipv4_addr; }
+add set inet t ranges { type ipv4_addr; flags interval; }
+add table ip t
+add set ip t pods { type ipv4_addr; }`)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := NewHub(ctx)
+	defer h.Close()
+	subscribe := func(set string) chan Wake {
+		ch := make(chan Wake, 16)
+		src := Source{Kind: NFTSet, NetNS: netns.Path(), Element: NFTElement{
+			Family: unix.NFPROTO_INET, Table: "t", Set: set, Key: string(net.ParseIP("10.9.0.5").To4())}}
+		if err := h.SubscribeTo(src, ch); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	pods, ranges := subscribe("pods"), subscribe("ranges")
+	next := func(ch chan Wake) (Wake, bool) {
+		select {
+		case w := <-ch:
+			return w, true
+		case <-time.After(5 * time.Second):
+			return Wake{}, false
+		}
+	}
+
+	// Each step's wake is read in turn: a decoy that woke would be read in
+	// the place of a later step's wake, whose Shows differs. The first
+	// step for a listener also proves that the decoys before it (all the
+	// other listener's steps) did not wake it.
+	nft("add element inet t pods { 10.9.0.6 }")  // another key
+	nft("add element inet t other { 10.9.0.5 }") // another set
+	nft("add element ip t pods { 10.9.0.5 }")    // another family
+	for _, step := range []struct {
+		name, script string
+		ch           chan Wake
+		shows        bool
+	}{
+		{"pods: the key's own element", "add element inet t pods { 10.9.0.5 }", pods, true},
+		{"pods: its removal", "delete element inet t pods { 10.9.0.5 }", pods, false},
+		{"pods: added and removed in one transaction", "add element inet t pods { 10.9.0.5 }\ndelete element inet t pods { 10.9.0.5 }", pods, false},
+		// An interval set holds a single key as [key, key+1).
+		{"ranges: the key's own interval", "add element inet t ranges { 10.9.0.5 }", ranges, true},
+		{"ranges: its removal", "delete element inet t ranges { 10.9.0.5 }", ranges, false},
+		{"ranges: a range around the key, which only a probe can judge", "add element inet t ranges { 10.9.0.0/24 }", ranges, false},
+	} {
+		nft(step.script)
+		if w, ok := next(step.ch); !ok {
+			t.Errorf("%s: no wake", step.name)
+		} else if w.Shows != step.shows {
+			t.Errorf("%s: wake shows the key = %v, want %v (a decoy before it woke, or it was misread)", step.name, w.Shows, step.shows)
+		}
+	}
+	if len(pods) != 0 || len(ranges) != 0 {
+		t.Errorf("wakes left over: pods %d, ranges %d", len(pods), len(ranges))
 	}
 }

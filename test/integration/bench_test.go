@@ -110,8 +110,9 @@ func (p *poller) seenAt(ip string) time.Time {
 type listener struct {
 	mu   sync.Mutex
 	seen map[string]time.Time
-	// probed is when a probe of the set, made on an event as netready
-	// makes one, first found the key (nftables only).
+	// probed is when a read of the set, made on each element event,
+	// first found the key (nftables only): the cost of confirming an event
+	// by reading it back.
 	probed map[string]time.Time
 }
 
@@ -332,7 +333,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 				b.Errorf("the read floor found no pod IP in set pods4: its reads failed")
 			}
 			if len(probed) > 0 {
-				floor = append(floor, fmt.Sprintf("%-9s n=%3d  p50 %9s p99 %9s p99.9 %9s  (the same, then reading the set, as netready does on a wake)", src.name+"+read", len(probed),
+				floor = append(floor, fmt.Sprintf("%-9s n=%3d  p50 %9s p99 %9s p99.9 %9s  (the same, then reading the set back, which netready skips when the event is the pod's own element)", src.name+"+read", len(probed),
 					ms(percentile(probed, .5)), ms(percentile(probed, .99)), ms(percentile(probed, .999))))
 			}
 		}

@@ -20,6 +20,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	"github.com/containernetworking/plugins/pkg/ns"
+
+	"github.com/netready/netready/pkg/marker"
 )
 
 // TestBadEntryNeverBreaksCleanup: a typo in the netready entry (here made
@@ -222,6 +224,105 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
 				t.Fatalf("ADD with the pod's own rule = %v", err)
 			}
+		})
+	}
+}
+
+// TestNFTablesSetNotifications: netready trusts the kernel's notification
+// of an element added to the pod's set without reading the set back, so
+// nothing else may pass for it. While ADD waits, the pod's IP keeps being
+// added to another set and to a same-named set of another family, a
+// neighbour's IP to the pod's set, and the pod's IP added and removed in
+// one transaction: ADD times out. The pod's own element, or a range
+// around the IP in an interval set (which only a probe can judge), then
+// makes ADD ready.
+func TestNFTablesSetNotifications(t *testing.T) {
+	n := newNet(t, "bridge.conflist", nil)
+	table := "nrs" + n.ID
+	ipam := plugins(n.List)[0]["ipam"].(map[string]any)
+	ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Subnet, "rangeStart": n.Prefix + "5", "rangeEnd": n.Prefix + "5"}}}
+	nft := func(script string) {
+		t.Helper()
+		cmd := exec.Command("nft", "-f", "-")
+		cmd.Stdin = strings.NewReader(script)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Errorf("nft %q: %v: %s", script, err, out)
+		}
+	}
+	nft(fmt.Sprintf(`add table inet %[1]s
+add set inet %[1]s pods { type ipv4_addr; }
+add set inet %[1]s other { type ipv4_addr; }
+add set inet %[1]s ranges { type ipv4_addr; flags interval; }
+add table ip %[1]s
+add set ip %[1]s pods { type ipv4_addr; }`, table))
+	t.Cleanup(func() {
+		exec.Command("nft", "delete", "table", "inet", table).Run()
+		exec.Command("nft", "delete", "table", "ip", table).Run()
+	})
+	ip, neighbour := n.Prefix+"5", n.Prefix+"6"
+	cni, list := n.libcni()
+	netns := newNS(t)
+	rt := &libcni.RuntimeConf{ContainerID: "s-" + n.ID, NetNS: netns.Path(), IfName: "eth0"}
+	add := func(set, timeout string) error {
+		t.Helper()
+		n.Netready()["timeout"] = timeout
+		n.Netready()["checks"] = []any{map[string]any{"kind": "nftables", "family": "inet", "table": table, "set": set}}
+		n.write()
+		cni, list = n.libcni()
+		_, err := cni.AddNetworkList(context.Background(), list, rt)
+		return err
+	}
+	t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
+
+	stop := make(chan struct{})
+	decoys := make(chan int)
+	go func() {
+		rounds := 0
+		defer func() { decoys <- rounds }()
+		for {
+			select {
+			case <-stop:
+				return
+			case <-time.After(20 * time.Millisecond):
+			}
+			for _, tx := range []string{
+				fmt.Sprintf("add element inet %s other { %s }", table, ip),
+				fmt.Sprintf("add element ip %s pods { %s }", table, ip),
+				fmt.Sprintf("add element inet %s pods { %s }", table, neighbour),
+				fmt.Sprintf("add element inet %[1]s pods { %[2]s }\ndelete element inet %[1]s pods { %[2]s }", table, ip),
+				fmt.Sprintf("flush set inet %[1]s other\nflush set ip %[1]s pods\nflush set inet %[1]s pods", table),
+			} {
+				nft(tx)
+			}
+			rounds++
+		}
+	}()
+	err := add("pods", "2s")
+	close(stop)
+	if rounds := <-decoys; rounds < 5 {
+		t.Errorf("only %d rounds of decoys while ADD waited", rounds)
+	}
+	if cniCode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "nftables set inet/"+table+"/pods has "+ip) {
+		t.Fatalf("ADD with only decoys = %v, want code 11 naming the set: something else passed for the pod's element", err)
+	}
+	cni.DelNetworkList(context.Background(), list, rt)
+
+	for _, tc := range []struct{ set, element string }{
+		{"pods", ip},
+		{"ranges", n.Subnet},
+	} {
+		t.Run(tc.set, func(t *testing.T) {
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				nft(fmt.Sprintf("add element inet %s %s { %s }", table, tc.set, tc.element))
+			}()
+			if err := add(tc.set, "10s"); err != nil {
+				t.Fatalf("ADD with %s in set %s = %v", tc.element, tc.set, err)
+			}
+			if m := n.readMarker(rt.ContainerID, "eth0"); m.State != marker.StateReady {
+				t.Errorf("marker = %+v, want ready", m)
+			}
+			cni.DelNetworkList(context.Background(), list, rt)
 		})
 	}
 }

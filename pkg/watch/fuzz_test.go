@@ -1,0 +1,59 @@
+package watch
+
+import (
+	"testing"
+
+	"github.com/mdlayher/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// FuzzTransaction: any message the kernel could send, however malformed,
+// is read without a panic, and a transaction's end wakes an NFTables
+// listener whatever came before it.
+func FuzzTransaction(f *testing.F) {
+	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_KEY | unix.NLA_F_NESTED, Data: mustMarshal(netlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: []byte{10, 9, 0, 5}})},
+	})
+	list := mustMarshal(netlink.Attribute{Type: unix.NFTA_LIST_ELEM | unix.NLA_F_NESTED, Data: elem})
+	msg, _ := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_SET_ELEM_LIST_TABLE, Data: []byte("t\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_SET, Data: []byte("pods\x00")},
+		{Type: unix.NFTA_SET_ELEM_LIST_ELEMENTS | unix.NLA_F_NESTED, Data: list},
+	})
+	seed := append([]byte{unix.NFPROTO_INET, 0, 0, 0}, msg...)
+	src := Source{Kind: NFTSet, Element: NFTElement{Family: unix.NFPROTO_INET, Table: "t", Set: "pods", Key: "\x0a\x09\x00\x05"}}
+	var seen transaction
+	seen.take(nftMessage(unix.NFT_MSG_NEWSETELEM, seed), src)
+	if w, ok := seen.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), src); !ok || !w.Shows {
+		f.Fatal("the seed, the key's own element, does not show it")
+	}
+	f.Add(seed, true)
+	f.Add([]byte{unix.NFPROTO_INET, 0, 0}, false)
+	f.Fuzz(func(t *testing.T, data []byte, added bool) {
+		kind := uint16(unix.NFT_MSG_DELSETELEM)
+		if added {
+			kind = unix.NFT_MSG_NEWSETELEM
+		}
+		var tx transaction
+		tx.take(nftMessage(kind, data), src)
+		tx.take(nftMessage(kind, data), Source{Kind: NFTables})
+		if _, ok := tx.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), Source{Kind: NFTables}); !ok {
+			t.Error("a new generation did not wake an NFTables listener")
+		}
+		if tx != (transaction{}) {
+			t.Errorf("transaction not reset after its end: %+v", tx)
+		}
+	})
+}
+
+func nftMessage(kind uint16, data []byte) netlink.Message {
+	return netlink.Message{Header: netlink.Header{Type: netlink.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | kind)}, Data: data}
+}
+
+func mustMarshal(a netlink.Attribute) []byte {
+	b, err := netlink.MarshalAttributes([]netlink.Attribute{a})
+	if err != nil {
+		panic(err)
+	}
+	return b
+}
