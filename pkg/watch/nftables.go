@@ -1,7 +1,6 @@
 package watch
 
 import (
-	"bytes"
 	"context"
 	"encoding/binary"
 	"fmt"
@@ -197,7 +196,7 @@ func dataValue(b []byte) []byte {
 	var v []byte
 	for ad.Next() {
 		if ad.Type() == unix.NFTA_DATA_VALUE {
-			v = bytes.Clone(ad.Bytes())
+			v = ad.Bytes()
 		}
 	}
 	if ad.Err() != nil {
