@@ -17,6 +17,7 @@ import (
 
 	"github.com/coreos/go-iptables/iptables"
 	"github.com/google/nftables"
+	rawnl "github.com/mdlayher/netlink"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -79,10 +80,22 @@ type Env struct {
 	nftOnce sync.Once
 	isNFT   bool
 
-	// nft is one nftables connection for every probe, opened lazily: a
-	// probe then costs its requests, not a socket of its own each time.
+	// nft is one pair of nftables connections for every probe, opened
+	// lazily: a probe then costs its requests, not sockets of its own.
 	nftMu sync.Mutex
-	nft   *nftables.Conn
+	nft   *nftConns
+}
+
+// nftConns are google/nftables' connection, which reads objects, and a raw
+// one for the element lookup it has no call for.
+type nftConns struct {
+	lib *nftables.Conn
+	raw *rawnl.Conn
+}
+
+func (c *nftConns) close() {
+	c.lib.CloseLasting()
+	c.raw.Close()
 }
 
 // NewEnv returns an Env for a pod whose netns is at nsPath.
@@ -164,24 +177,29 @@ func (e *Env) iptablesIsNFT() bool {
 	return e.isNFT
 }
 
-// withNFTables runs fn with the Env's nftables connection (host netns), one
-// fn at a time: google/nftables sends a request and receives its reply in
-// two calls, so two requests at once on one connection could read each
-// other's replies. A connection that failed is closed; the next call opens
-// a fresh one.
-func (e *Env) withNFTables(fn func(*nftables.Conn) error) error {
+// withNFTables runs fn with the Env's nftables connections (host netns),
+// one fn at a time: google/nftables sends a request and receives its reply
+// in two calls, so two requests at once on one connection could read each
+// other's replies. Connections that failed are closed; the next call opens
+// fresh ones.
+func (e *Env) withNFTables(fn func(*nftConns) error) error {
 	e.nftMu.Lock()
 	defer e.nftMu.Unlock()
 	if e.nft == nil {
-		conn, err := nftables.New(nftables.AsLasting())
+		lib, err := nftables.New(nftables.AsLasting())
 		if err != nil {
 			return fmt.Errorf("nftables: %w", err)
 		}
-		e.nft = conn
+		raw, err := rawnl.Dial(unix.NETLINK_NETFILTER, nil)
+		if err != nil {
+			lib.CloseLasting()
+			return fmt.Errorf("nftables: %w", err)
+		}
+		e.nft = &nftConns{lib: lib, raw: raw}
 	}
 	err := fn(e.nft)
 	if err != nil && !isMissing(err) {
-		e.nft.CloseLasting()
+		e.nft.close()
 		e.nft = nil
 	}
 	return err
@@ -198,7 +216,7 @@ func (e *Env) Close() {
 	e.nftMu.Lock()
 	defer e.nftMu.Unlock()
 	if e.nft != nil {
-		e.nft.CloseLasting()
+		e.nft.close()
 		e.nft = nil
 	}
 }

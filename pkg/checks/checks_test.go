@@ -69,26 +69,26 @@ func TestRenderRule(t *testing.T) {
 }
 
 // TestNFTablesConnectionAfterAnError: a request that failed closes the
-// Env's connection, and the next probe opens a fresh one; a missing table
-// (a probe's everyday answer) keeps it.
+// Env's connections, and the next probe opens fresh ones; a missing table
+// (a probe's everyday answer) keeps them.
 func TestNFTablesConnectionAfterAnError(t *testing.T) {
 	e := NewEnv("")
 	defer e.Close()
-	var first *nftables.Conn
+	var first *nftConns
 	missing := fmt.Errorf("wrapped: %w", unix.ENOENT)
-	if err := e.withNFTables(func(c *nftables.Conn) error { first = c; return missing }); err != missing {
+	if err := e.withNFTables(func(c *nftConns) error { first = c; return missing }); err != missing {
 		t.Fatalf("withNFTables = %v, want the fn's error", err)
 	}
 	if e.nft != first {
 		t.Errorf("a missing table closed the connection")
 	}
 	broken := errors.New("socket broke")
-	e.withNFTables(func(*nftables.Conn) error { return broken })
+	e.withNFTables(func(*nftConns) error { return broken })
 	if e.nft != nil {
 		t.Errorf("a failed request kept the connection")
 	}
-	var second *nftables.Conn
-	if err := e.withNFTables(func(c *nftables.Conn) error { second = c; return nil }); err != nil || second == nil || second == first {
+	var second *nftConns
+	if err := e.withNFTables(func(c *nftConns) error { second = c; return nil }); err != nil || second == nil || second == first {
 		t.Errorf("after a failure: conn %p (first %p), err %v; want a fresh connection", second, first, err)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -60,9 +61,30 @@ func (s *Spec) CountCached(cachePath string, now time.Time) ([]Range, error) {
 		}
 		if data, err := json.Marshal(want); err == nil && os.MkdirAll(filepath.Dir(cachePath), 0o755) == nil {
 			atomicfile.Write(cachePath, data, 0o644) // best effort
+			removeStaleTemps(cachePath, now)
 		}
 	}
 	return out, nil
+}
+
+// staleTemp is how old a temp file of the cache must be before a STATUS
+// removes it: older than any STATUS can run.
+const staleTemp = time.Minute
+
+// removeStaleTemps removes the temp files that a STATUS killed while
+// writing the cache left. Marker GC would too, but containerd never calls
+// GC. A fresh one may be another STATUS's write in progress.
+func removeStaleTemps(cachePath string, now time.Time) {
+	dir, name := filepath.Split(cachePath)
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix+name+".") {
+			continue
+		}
+		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > staleTemp {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
 }
 
 func readCache(path string) (countCache, bool) {

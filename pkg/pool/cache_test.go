@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/atomicfile"
 )
 
 // TestCountCached walks one pool through the cache's states; each step
@@ -94,6 +96,46 @@ func TestCountCached(t *testing.T) {
 
 // TestCountCachedConcurrent: STATUS calls at once, each counting and keeping
 // a settled pool, all count right and leave one valid cache, no temp file.
+// TestCountCachedRemovesStaleTemps: a temp file of the cache that a killed
+// STATUS left goes when a count is next kept; another STATUS's fresh one,
+// and other files' temps, stay.
+func TestCountCachedRemovesStaleTemps(t *testing.T) {
+	data, state := t.TempDir(), t.TempDir()
+	dir := filepath.Join(data, "podnet")
+	allocate(t, dir, "10.1.0.2")
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(dir, old, old)
+	cache := filepath.Join(state, "podnet", ".pool")
+	os.MkdirAll(filepath.Dir(cache), 0o755)
+	files := map[string]time.Time{
+		atomicfile.TempPrefix + ".pool.111":          old,
+		atomicfile.TempPrefix + ".pool.222":          time.Now(),
+		atomicfile.TempPrefix + "4f1c_eth0.json.333": old,
+	}
+	for name, at := range files {
+		path := filepath.Join(state, "podnet", name)
+		os.WriteFile(path, []byte("{"), 0o644)
+		os.Chtimes(path, at, at)
+	}
+	raw, _ := json.Marshal(map[string]any{"dataDir": data, "ranges": [][]map[string]string{{{"subnet": "10.1.0.0/28"}}}})
+	spec, err := Load("podnet", json.RawMessage(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := spec.CountCached(cache, time.Now()); err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(filepath.Dir(cache))
+	var left []string
+	for _, e := range entries {
+		left = append(left, e.Name())
+	}
+	want := []string{".pool", atomicfile.TempPrefix + ".pool.222", atomicfile.TempPrefix + "4f1c_eth0.json.333"}
+	if diff := cmp.Diff(want, left); diff != "" {
+		t.Errorf("files left (-want +got):\n%s", diff)
+	}
+}
+
 func TestCountCachedConcurrent(t *testing.T) {
 	data, state := t.TempDir(), t.TempDir()
 	dir := filepath.Join(data, "podnet")

@@ -5,6 +5,8 @@ package integration
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -230,6 +232,72 @@ func TestPluginIsLean(t *testing.T) {
 			strings.HasPrefix(pkg, "github.com/containernetworking/plugins/plugins/"):
 			t.Errorf("the plugin imports %s", pkg)
 		}
+	}
+}
+
+// TestNFTablesSetProbe: a set check's probe on the kernel, for a plain set
+// large enough that only a lookup of the one element (not a read of them
+// all) keeps probes cheap, an interval set, an IPv6 set, a set of
+// interface names and a set that does not exist.
+func TestNFTablesSetProbe(t *testing.T) {
+	table := "nrprobe" + randomHex(3)
+	var script strings.Builder
+	fmt.Fprintf(&script, `add table inet %[1]s
+add set inet %[1]s pods { type ipv4_addr; }
+add set inet %[1]s ranges { type ipv4_addr; flags interval; }
+add set inet %[1]s pods6 { type ipv6_addr; }
+add set inet %[1]s names { type ifname; }
+add element inet %[1]s ranges { 10.8.0.0/24 }
+add element inet %[1]s pods6 { fd00::5 }
+add element inet %[1]s pods { 10.9.0.5`, table)
+	for i := range 20000 {
+		fmt.Fprintf(&script, ", 10.10.%d.%d", i/256, i%256)
+	}
+	script.WriteString(" }\n")
+	if err := applyNFT(script.String()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
+
+	type result struct {
+		Ready bool
+		Why   string
+		Never bool
+	}
+	for _, tc := range []struct {
+		set, ip string
+		want    result
+	}{
+		{"pods", "10.9.0.5", result{Ready: true}},
+		{"pods", "10.10.77.1", result{Ready: true}},
+		{"pods", "10.9.0.6", result{Why: "IP not in the set yet"}},
+		{"ranges", "10.8.0.200", result{Ready: true}},
+		{"ranges", "10.8.1.1", result{Why: "IP not in the set yet"}},
+		{"pods6", "fd00::5", result{Ready: true}},
+		{"pods6", "fd00::6", result{Why: "IP not in the set yet"}},
+		{"pods6", "10.9.0.5", result{Ready: true}}, // the other family's set is another check
+		{"missing", "10.9.0.5", result{Why: "set does not exist (yet)"}},
+		{"names", "10.9.0.5", result{Never: true}},
+	} {
+		t.Run(tc.set+" "+tc.ip, func(t *testing.T) {
+			ip := net.ParseIP(tc.ip)
+			att := &attachment.Attachment{Network: "n", ContainerID: "c", IfName: "eth0",
+				IPs: []attachment.IP{{Address: net.IPNet{IP: ip, Mask: net.CIDRMask(len(ip)*8, len(ip)*8)}}}}
+			env := checks.NewEnv("")
+			defer env.Close()
+			cs, err := checks.Build([]config.CheckConf{{Kind: config.KindNFTables, Family: "inet", Table: table, Set: tc.set}}, att, env)
+			if err != nil || len(cs) != 1 {
+				t.Fatalf("Build = %d checks, %v", len(cs), err)
+			}
+			ready, why, err := cs[0].Probe(context.Background())
+			got := result{Ready: ready, Why: why, Never: errors.Is(err, checks.ErrNever)}
+			if err != nil && !got.Never {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("probe (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -242,11 +242,8 @@ func TestNFTablesSetNotifications(t *testing.T) {
 	ipam := plugins(n.List)[0]["ipam"].(map[string]any)
 	ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Subnet, "rangeStart": n.Prefix + "5", "rangeEnd": n.Prefix + "5"}}}
 	nft := func(script string) {
-		t.Helper()
-		cmd := exec.Command("nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Errorf("nft %q: %v: %s", script, err, out)
+		if err := applyNFT(script); err != nil {
+			t.Error(err)
 		}
 	}
 	nft(fmt.Sprintf(`add table inet %[1]s

@@ -347,6 +347,19 @@ func mustRun(t testing.TB, name string, args ...string) string {
 	return string(out)
 }
 
+// applyNFT runs an nft script as one transaction.
+func applyNFT(script string) error {
+	cmd := exec.Command("nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if len(script) > 200 {
+			script = script[:200] + "…"
+		}
+		return fmt.Errorf("nft %q: %v: %s", script, err, out)
+	}
+	return nil
+}
+
 // nsName is the name `ip -n` knows a test netns by.
 func nsName(netns ns.NetNS) string {
 	return filepath.Base(netns.Path())
