@@ -9,11 +9,27 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strings"
 )
 
 // TempPrefix starts every temp file name. Temp names end in random digits,
 // never in an extension a reader looks for (.json, .conf, .conflist).
 const TempPrefix = ".tmp-"
+
+// TempTarget returns the file name that a temp file of Write was for, e.g.
+// "a.json" for ".tmp-a.json.123", or false if name is not such a temp file.
+// Writes killed halfway leave them; their owners remove them by this name.
+func TempTarget(name string) (string, bool) {
+	rest, ok := strings.CutPrefix(name, TempPrefix)
+	if !ok {
+		return "", false
+	}
+	i := strings.LastIndexByte(rest, '.')
+	if i <= 0 {
+		return "", false
+	}
+	return rest[:i], true
+}
 
 // Write replaces path with data, with mode perm.
 func Write(path string, data []byte, perm fs.FileMode) (err error) {

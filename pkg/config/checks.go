@@ -268,8 +268,29 @@ func (c *CheckConf) UsesIP() bool {
 	return false
 }
 
+// placeholders are the names a {{.Name}} may use, each with its value: the
+// one list that expansion and its error messages both read.
+var placeholders = []struct {
+	name  string
+	value func(*Placeholders) string
+}{
+	{"IP", func(p *Placeholders) string { return p.IP }},
+	{"ContainerID", func(p *Placeholders) string { return p.ContainerID }},
+	{"IfName", func(p *Placeholders) string { return p.IfName }},
+	{"Network", func(p *Placeholders) string { return p.Network }},
+	{"PodNamespace", func(p *Placeholders) string { return p.PodNamespace }},
+	{"PodName", func(p *Placeholders) string { return p.PodName }},
+	{"PodUID", func(p *Placeholders) string { return p.PodUID }},
+}
+
 // knownPlaceholders lists the names for error messages.
-const knownPlaceholders = "{{.IP}} {{.ContainerID}} {{.IfName}} {{.Network}} {{.PodNamespace}} {{.PodName}} {{.PodUID}}"
+func knownPlaceholders() string {
+	names := make([]string, len(placeholders))
+	for i, ph := range placeholders {
+		names[i] = "{{." + ph.name + "}}"
+	}
+	return strings.Join(names, " ")
+}
 
 // Expand fills the placeholders of s. A placeholder is {{.Name}}, with
 // optional spaces inside the braces, for one of the names Placeholders
@@ -280,21 +301,10 @@ func Expand(s string, p Placeholders) (string, error) {
 
 // value returns the placeholder called name.
 func (p Placeholders) value(name string) (string, bool) {
-	switch name {
-	case "IP":
-		return p.IP, true
-	case "ContainerID":
-		return p.ContainerID, true
-	case "IfName":
-		return p.IfName, true
-	case "Network":
-		return p.Network, true
-	case "PodNamespace":
-		return p.PodNamespace, true
-	case "PodName":
-		return p.PodName, true
-	case "PodUID":
-		return p.PodUID, true
+	for _, ph := range placeholders {
+		if ph.name == name {
+			return ph.value(&p), true
+		}
 	}
 	return "", false
 }
@@ -315,13 +325,13 @@ func expand(s string, value func(name string) (string, bool)) (string, error) {
 		rest := s[open+2:]
 		end := strings.Index(rest, "}}")
 		if end < 0 {
-			return "", fmt.Errorf("bad placeholder: %q has no closing }} (known: %s)", s[open:], knownPlaceholders)
+			return "", fmt.Errorf("bad placeholder: %q has no closing }} (known: %s)", s[open:], knownPlaceholders())
 		}
 		inner := strings.Trim(rest[:end], " \t\r\n")
 		name, ok := strings.CutPrefix(inner, ".")
 		v, known := value(name)
 		if !ok || !known {
-			return "", fmt.Errorf("bad placeholder {{%s}} (known: %s)", inner, knownPlaceholders)
+			return "", fmt.Errorf("bad placeholder {{%s}} (known: %s)", inner, knownPlaceholders())
 		}
 		b.WriteString(v)
 		s = rest[end+2:]

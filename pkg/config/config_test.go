@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -195,6 +196,29 @@ func TestExpand(t *testing.T) {
 		}
 		if diff := cmp.Diff(tt.want, got); diff != "" {
 			t.Errorf("Expand(%q) (-want +got):\n%s", tt.in, diff)
+		}
+	}
+}
+
+// TestEveryPlaceholder: each field of Placeholders expands by its own name
+// and is listed in the message of a bad placeholder.
+func TestEveryPlaceholder(t *testing.T) {
+	var p Placeholders
+	v := reflect.ValueOf(&p).Elem()
+	for i := range v.NumField() {
+		v.Field(i).SetString("value-of-" + v.Type().Field(i).Name)
+	}
+	_, err := Expand("{{.Nope}}", p)
+	if err == nil {
+		t.Fatal("Expand({{.Nope}}) succeeded")
+	}
+	for i := range v.NumField() {
+		name := v.Type().Field(i).Name
+		if got, err := Expand("{{."+name+"}}", p); err != nil || got != "value-of-"+name {
+			t.Errorf("Expand({{.%s}}) = %q, %v; want %q", name, got, err, "value-of-"+name)
+		}
+		if !strings.Contains(err.Error(), "{{."+name+"}}") {
+			t.Errorf("the bad placeholder message does not list {{.%s}}: %v", name, err)
 		}
 	}
 }

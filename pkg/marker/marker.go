@@ -244,7 +244,7 @@ func (s Store) Remove(k Key) error {
 	// Names are compared, not globbed: an interface name may hold '*'.
 	entries, _ := os.ReadDir(filepath.Dir(path))
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix) || tempTarget(e.Name()) != k.FileName() {
+		if target, ok := atomicfile.TempTarget(e.Name()); !ok || target != k.FileName() {
 			continue
 		}
 		if err := os.Remove(filepath.Join(filepath.Dir(path), e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -252,15 +252,6 @@ func (s Store) Remove(k Key) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// tempTarget is the marker file name a temp file was being written for.
-func tempTarget(name string) string {
-	rest := strings.TrimPrefix(name, atomicfile.TempPrefix)
-	if i := strings.LastIndexByte(rest, '.'); i > 0 {
-		return rest[:i]
-	}
-	return rest
 }
 
 // staleTmpAge is how old a temp file must be before GC removes it: older
@@ -298,7 +289,7 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		switch {
 		case strings.HasPrefix(name, atomicfile.TempPrefix):
 			// A temp file of a live attachment may be an ADD writing now.
-			if valid[tempTarget(name)] {
+			if target, _ := atomicfile.TempTarget(name); valid[target] {
 				info, err := e.Info()
 				if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
 					continue

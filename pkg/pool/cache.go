@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"golang.org/x/sys/unix"
@@ -78,7 +77,7 @@ func removeStaleTemps(cachePath string, now time.Time) {
 	dir, name := filepath.Split(cachePath)
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
-		if !strings.HasPrefix(e.Name(), atomicfile.TempPrefix+name+".") {
+		if target, ok := atomicfile.TempTarget(e.Name()); !ok || target != name {
 			continue
 		}
 		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > staleTemp {

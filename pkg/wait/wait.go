@@ -215,6 +215,7 @@ func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error
 // check is not probed again before its streams are open.
 func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Time, opts Options, last *atomic.Pointer[string], probed *string) (Result, error) {
 	res := Result{Check: c}
+	met := func() { res.Ready, res.Why, res.Waited = true, "", time.Since(start) }
 	probe := func() (bool, error) {
 		ready, why, err := c.Probe(ctx)
 		if errors.Is(err, checks.ErrNever) {
@@ -235,7 +236,7 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 		res.Why = why
 		last.Store(&why)
 		if ready {
-			res.Ready, res.Why, res.Waited = true, "", time.Since(start)
+			met()
 		}
 		return ready, nil
 	}
@@ -280,7 +281,7 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 			if w.Shows {
 				// The event itself shows the check met; a probe would
 				// only read it back.
-				res.Ready, res.Why, res.Waited = true, "", time.Since(start)
+				met()
 				return res, nil
 			}
 		case <-timer.C:

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"context"
+	"fmt"
 	"net"
 	"os"
 	"os/exec"
@@ -93,6 +94,19 @@ func newNetNS(t *testing.T) ns.NetNS {
 	return netns
 }
 
+// nftIn runs an nft script in netns as one transaction.
+func nftIn(t *testing.T, netns ns.NetNS, script string) {
+	t.Helper()
+	cmd := exec.Command("nsenter", "--net="+netns.Path(), "nft", "-f", "-")
+	cmd.Stdin = strings.NewReader(script)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		if len(script) > 200 {
+			script = script[:200] + "…"
+		}
+		t.Fatalf("nft %q: %v: %s", script, err, out)
+	}
+}
+
 // TestLinksInNetns: link events inside a pod netns wake the listener; the
 // hub ends with its context.
 func TestLinksInNetns(t *testing.T) {
@@ -128,14 +142,7 @@ func TestLinksInNetns(t *testing.T) {
 // committed key itself. Listeners have room for every wake.
 func TestNFTSetWakes(t *testing.T) {
 	netns := newNetNS(t)
-	nft := func(script string) {
-		t.Helper()
-		cmd := exec.Command("nsenter", "--net="+netns.Path(), "nft", "-f", "-")
-		cmd.Stdin = strings.NewReader(script)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("nft %q: %v: %s", script, err, out)
-		}
-	}
+	nft := func(script string) { nftIn(t, netns, script) }
 	nft(`add table inet t
 add set inet t pods { type ipv4_addr; }
 add set inet t other { type ipv4_addr; }
@@ -194,5 +201,63 @@ add set ip t pods { type ipv4_addr; }`)
 	}
 	if len(pods) != 0 || len(ranges) != 0 {
 		t.Errorf("wakes left over: pods %d, ranges %d", len(pods), len(ranges))
+	}
+}
+
+// TestSendPrefersShows: a listener's channel holds one wake; one that
+// shows the element is never dropped for one that does not.
+func TestSendPrefersShows(t *testing.T) {
+	for _, order := range [][]Wake{{{}, {Shows: true}}, {{Shows: true}, {}}, {{Shows: true}, {Shows: true}}} {
+		ch := make(chan Wake, 1)
+		for _, w := range order {
+			send(ch, w)
+		}
+		if w := <-ch; !w.Shows || len(ch) != 0 {
+			t.Errorf("after %v: read %+v with %d left, want one wake that shows", order, w, len(ch))
+		}
+	}
+}
+
+// TestNFTSetAfterOverflow: a transaction too large for the socket's buffer
+// (60,000 elements of another set, one message each) loses notifications.
+// The listener is woken to probe, the stream is reopened and woken again,
+// and the next element of its own shows as before.
+func TestNFTSetAfterOverflow(t *testing.T) {
+	netns := newNetNS(t)
+	nft := func(script string) { nftIn(t, netns, script) }
+	nft("add table inet t\nadd set inet t pods { type ipv4_addr; }\nadd set inet t big { type ipv4_addr; }")
+	h := NewHub(context.Background())
+	defer h.Close()
+	ch := make(chan Wake, 16)
+	src := Source{Kind: NFTSet, NetNS: netns.Path(), Element: NFTElement{
+		Family: unix.NFPROTO_INET, Table: "t", Set: "pods", Key: string(net.ParseIP("10.9.0.5").To4())}}
+	if err := h.SubscribeTo(src, ch); err != nil {
+		t.Fatal(err)
+	}
+	var flood strings.Builder
+	flood.WriteString("add element inet t big { 10.255.255.255")
+	for i := range 60000 {
+		fmt.Fprintf(&flood, ", 10.%d.%d.%d", 100+i/65536, (i/256)%256, i%256)
+	}
+	flood.WriteString(" }\n")
+	nft(flood.String())
+	for _, step := range []string{"the overflow", "the reopened stream"} {
+		select {
+		case w := <-ch:
+			if w.Shows {
+				t.Fatalf("%s: a wake that shows the element", step)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("%s: no wake (another set's elements alone wake no one; only a lost message can)", step)
+		}
+	}
+	nft("add element inet t pods { 10.9.0.5 }")
+	select {
+	case w := <-ch:
+		if !w.Shows {
+			t.Errorf("after the stream was reopened, the element's own wake = %+v, want one that shows it", w)
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("after the overflow, the element's own change woke no one")
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,10 +21,13 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/wait"
+	"github.com/netready/netready/pkg/watch"
 )
 
 // prevResult100 is a 1.0.0 result for one pod IP on eth0.
@@ -298,6 +302,53 @@ add element inet %[1]s pods { 10.9.0.5`, table)
 				t.Errorf("probe (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// setCheck is never met by its probe; only its source can show it met: the
+// NFTSet stream a set check uses.
+type setCheck struct {
+	src        watch.Source
+	subscribed chan struct{} // closed by the probe made after subscribing
+	probes     atomic.Int32
+}
+
+func (s *setCheck) Kind() string            { return "set" }
+func (s *setCheck) Target() string          { return s.src.String() }
+func (s *setCheck) Sources() []watch.Source { return []watch.Source{s.src} }
+func (s *setCheck) Probe(context.Context) (bool, string, error) {
+	if s.probes.Add(1) == 2 {
+		close(s.subscribed)
+	}
+	return false, "not yet", nil
+}
+
+// TestWakeThatShows: the kernel's notification of the element ends the
+// wait without a probe that agrees, on a real NFTSet stream.
+func TestWakeThatShows(t *testing.T) {
+	table := "nrshow" + randomHex(3)
+	if err := applyNFT("add table inet " + table + "\nadd set inet " + table + " pods { type ipv4_addr; }"); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
+	c := &setCheck{subscribed: make(chan struct{}), src: watch.Source{Kind: watch.NFTSet,
+		Element: watch.NFTElement{Family: unix.NFPROTO_INET, Table: table, Set: "pods", Key: string(net.IPv4(10, 9, 0, 5).To4())}}}
+	added := make(chan error, 1)
+	go func() {
+		<-c.subscribed
+		added <- applyNFT("add element inet " + table + " pods { 10.9.0.5 }")
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	out, err := wait.Until(ctx, []checks.Check{c}, wait.Options{Safety: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := <-added; err != nil {
+		t.Fatal(err)
+	}
+	if !out.Ready() {
+		t.Errorf("outcome = %+v, want ready from the element's notification", out)
 	}
 }
 

@@ -326,9 +326,8 @@ func TestPoolTaint(t *testing.T) {
 		never(t, "two sidecars left other than one taint and a True condition", 2*time.Second, func() bool {
 			n := a.node(t, node)
 			ours := slices.IndexFunc(n.Spec.Taints, func(x corev1.Taint) bool { return x.Key == taint.Key })
-			c := taint.Current(n)
 			return ours >= 0 && slices.IndexFunc(n.Spec.Taints[ours+1:], func(x corev1.Taint) bool { return x.Key == taint.Key }) < 0 &&
-				otherTaintKept(n) && c != nil && c.Status == corev1.ConditionTrue
+				otherTaintKept(n) && taintedAndTrue(n)
 		})
 		v4.del(t, "c3", "c4")
 		within(t, "the taint gone", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
