@@ -179,18 +179,17 @@ func (h *Hub) wake(src Source, w Wake) {
 	}
 }
 
-// send wakes without blocking. A full channel already holds a wake, so the
-// listener will look; a wake that Shows replaces one that does not, which
-// spares the listener a probe (if it loses a race to another sender, the
-// listener probes, which is slower but as true).
+// send wakes without blocking, and the wake a listener reads is always the
+// latest one sent: a full channel's wake is replaced. So a wake that shows
+// the element never outlives a later one that does not (the element added,
+// then removed again before the listener looked), and the listener then
+// probes. Each channel has one sender at a time (a stream's own goroutine,
+// or the hub under its lock), so the second put cannot fail.
 func send(ch chan Wake, w Wake) {
 	select {
 	case ch <- w:
 		return
 	default:
-	}
-	if !w.Shows {
-		return
 	}
 	select {
 	case <-ch:

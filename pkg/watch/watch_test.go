@@ -204,17 +204,73 @@ add set ip t pods { type ipv4_addr; }`)
 	}
 }
 
-// TestSendPrefersShows: a listener's channel holds one wake; one that
-// shows the element is never dropped for one that does not.
-func TestSendPrefersShows(t *testing.T) {
-	for _, order := range [][]Wake{{{}, {Shows: true}}, {{Shows: true}, {}}, {{Shows: true}, {Shows: true}}} {
+// TestSendKeepsLatest: a listener's channel holds one wake, and it is the
+// latest one sent. A wake that shows the element must not outlive a later
+// one that does not: the element may have been removed since.
+func TestSendKeepsLatest(t *testing.T) {
+	for _, tc := range []struct {
+		sent []Wake
+		want Wake
+	}{
+		{[]Wake{{}, {Shows: true}}, Wake{Shows: true}},
+		{[]Wake{{Shows: true}, {}}, Wake{}},
+		{[]Wake{{Shows: true}, {Shows: true}}, Wake{Shows: true}},
+		{[]Wake{{Shows: true}, {}, {Shows: true}}, Wake{Shows: true}},
+	} {
 		ch := make(chan Wake, 1)
-		for _, w := range order {
+		for _, w := range tc.sent {
 			send(ch, w)
 		}
-		if w := <-ch; !w.Shows || len(ch) != 0 {
-			t.Errorf("after %v: read %+v with %d left, want one wake that shows", order, w, len(ch))
+		if got := <-ch; got != tc.want || len(ch) != 0 {
+			t.Errorf("after %v: read %+v with %d left, want %+v alone", tc.sent, got, len(ch), tc.want)
 		}
+	}
+}
+
+// TestNFTSetAddThenRemoveBeforeRead: on the kernel, the pod's element is
+// added by one transaction and removed by the next before the listener
+// reads its channel (it was busy probing). The wake it then reads must not
+// show the element, or its wait would end ready with the element absent.
+// A second listener, subscribed after it to the same stream, is woken in
+// the same pass of the hub after it: once that one has read the removal's
+// wake, the first one's channel holds its final word.
+func TestNFTSetAddThenRemoveBeforeRead(t *testing.T) {
+	netns := newNetNS(t)
+	nft := func(script string) { nftIn(t, netns, script) }
+	nft("add table inet t\nadd set inet t pods { type ipv4_addr; }")
+	h := NewHub(context.Background())
+	defer h.Close()
+	src := Source{Kind: NFTSet, NetNS: netns.Path(), Element: NFTElement{
+		Family: unix.NFPROTO_INET, Table: "t", Set: "pods", Key: string(net.ParseIP("10.9.0.5").To4())}}
+	busy, observer := make(chan Wake, 1), make(chan Wake, 16)
+	for _, ch := range []chan Wake{busy, observer} {
+		if err := h.SubscribeTo(src, ch); err != nil {
+			t.Fatal(err)
+		}
+	}
+	nft("add element inet t pods { 10.9.0.5 }")
+	nft("delete element inet t pods { 10.9.0.5 }")
+	for _, want := range []bool{true, false} {
+		select {
+		case w := <-observer:
+			if w.Shows != want {
+				t.Fatalf("observer: wake shows = %v, want %v", w.Shows, want)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("observer: no wake for the transaction that shows = %v", want)
+		}
+	}
+	if w := <-busy; w.Shows {
+		t.Error("after add then remove, the busy listener reads a wake that shows the element: its wait would end ready with the element absent")
+	}
+	nft("add element inet t pods { 10.9.0.5 }")
+	select {
+	case w := <-busy:
+		if !w.Shows {
+			t.Error("the element added again: the wake does not show it")
+		}
+	case <-time.After(5 * time.Second):
+		t.Error("the element added again woke no one")
 	}
 }
 

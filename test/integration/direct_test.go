@@ -352,6 +352,85 @@ func TestWakeThatShows(t *testing.T) {
 	}
 }
 
+// blockingCheck is a real check whose probe made after it subscribed
+// waits for release: the wait is busy while transactions land.
+type blockingCheck struct {
+	checks.Check
+	probes     atomic.Int32
+	subscribed chan struct{}
+	release    chan struct{}
+}
+
+func (b *blockingCheck) Probe(ctx context.Context) (bool, string, error) {
+	if b.probes.Add(1) == 2 {
+		close(b.subscribed)
+		<-b.release
+	}
+	return b.Check.Probe(ctx)
+}
+
+// TestSetAddedThenRemovedIsNotReady: ADD's wait on a real nftables set
+// check is busy probing while one transaction adds the pod's IP to the set
+// and the next removes it. The wait must not end ready; it ends ready only
+// once a third transaction adds the IP again. (TestNFTSetAddThenRemoveBeforeRead
+// in pkg/watch proves the same at the listener, without the settle below.)
+func TestSetAddedThenRemovedIsNotReady(t *testing.T) {
+	table := "nrflip" + randomHex(3)
+	mustRun(t, "nft", "add table inet "+table+"; add set inet "+table+" pods { type ipv4_addr; }")
+	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
+	// From the goroutines below: a failure is an Error, not a Fatal.
+	nft := func(script string) {
+		if err := applyNFT(script); err != nil {
+			t.Error(err)
+		}
+	}
+	att := &attachment.Attachment{Network: "n", ContainerID: "c", IfName: "eth0",
+		IPs: []attachment.IP{{Address: net.IPNet{IP: net.ParseIP("10.9.0.5").To4(), Mask: net.CIDRMask(24, 32)}}}}
+	env := checks.NewEnv("")
+	defer env.Close()
+	cs, err := checks.Build([]config.CheckConf{{Kind: config.KindNFTables, Family: "inet", Table: table, Set: "pods"}}, att, env)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c := &blockingCheck{Check: cs[0], subscribed: make(chan struct{}), release: make(chan struct{})}
+	go func() {
+		<-c.subscribed
+		nft("add element inet " + table + " pods { 10.9.0.5 }")
+		nft("delete element inet " + table + " pods { 10.9.0.5 }")
+		// Both notifications are queued on the wait's socket when nft
+		// returns; this gives its stream goroutines time to pass them on.
+		time.Sleep(500 * time.Millisecond)
+		close(c.release)
+	}()
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	out, err := wait.Until(ctx, []checks.Check{c}, wait.Options{Safety: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Ready() {
+		t.Fatal("added then removed before the wait looked: the wait ended ready with the IP absent from the set")
+	}
+	if !strings.Contains(out.Unmet(), table) {
+		t.Errorf("unmet = %q, want the set named", out.Unmet())
+	}
+
+	c = &blockingCheck{Check: cs[0], subscribed: make(chan struct{}), release: make(chan struct{})}
+	go func() {
+		<-c.subscribed
+		nft("add element inet " + table + " pods { 10.9.0.5 }")
+		nft("delete element inet " + table + " pods { 10.9.0.5 }")
+		close(c.release)
+		time.Sleep(100 * time.Millisecond)
+		nft("add element inet " + table + " pods { 10.9.0.5 }")
+	}()
+	ctx, cancel = context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if out, err = wait.Until(ctx, []checks.Check{c}, wait.Options{Safety: time.Minute}); err != nil || !out.Ready() {
+		t.Errorf("after the IP was added again: outcome %+v, err %v, want ready", out, err)
+	}
+}
+
 // TestNFTablesProbesShareOneConnection: the checks of one ADD share one
 // nftables connection, and google/nftables sends and receives in two calls.
 // Probes of two sets, one holding the pod IP and one not, run at once many
