@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -18,6 +20,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
@@ -39,6 +42,10 @@ const (
 	recheckRound = 5 * time.Second
 	recheckMax   = time.Minute
 	apiTimeout   = 10 * time.Second
+	// unreadableRetry is how often markers that exist but cannot be read
+	// are read again: an I/O error or EMFILE brings no inotify event when
+	// it clears.
+	unreadableRetry = 5 * time.Second
 )
 
 // rechecker goes on with a pending marker's checks; pending.Recheck in
@@ -59,8 +66,11 @@ type controller struct {
 	pods     corelisters.PodLister
 	recorder eventRecorder
 	recheck  rechecker
+	read     func(path string) (*marker.Marker, error)
 	now      func() time.Time
-	ready    atomic.Bool
+	// retryEvery is how often unreadable markers are read again.
+	retryEvery time.Duration
+	ready      atomic.Bool
 
 	mu       sync.Mutex
 	logged   map[string]string             // marker path or pod key -> last note logged
@@ -70,6 +80,11 @@ type controller struct {
 	progress map[string]*marker.Marker     // their latest reasons
 	observed map[string]string             // marker path -> state whose wait was observed
 	sent     map[types.UID]sentCondition   // what was last patched, per pod
+	// unreadable holds markers that exist but could not be read, with
+	// why. One that is also in markers keeps its pod not ready; one that
+	// is not (never read) may be any new pod's, so no pod is judged
+	// NotObserved while it stays.
+	unreadable map[string]error
 }
 
 // sentCondition is a patch the pod cache may not show yet: while the cached
@@ -102,10 +117,12 @@ func newController(o options, client kube, recorder eventRecorder, log *slog.Log
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 		recheck: pending.Recheck,
-		now:     time.Now,
-		logged:  map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
+		read:    marker.ReadFile,
+		now:     time.Now, retryEvery: unreadableRetry,
+		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
+		unreadable: map[string]error{},
 	}
 }
 
@@ -168,6 +185,8 @@ func (c *controller) run(ctx context.Context) error {
 	}
 	resync := time.NewTicker(c.opts.Resync)
 	defer resync.Stop()
+	retry := time.NewTicker(c.retryEvery)
+	defer retry.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -186,6 +205,10 @@ func (c *controller) run(ctx context.Context) error {
 			c.scan(w)
 		case <-resync.C:
 			c.scan(w)
+		case <-retry.C:
+			for _, path := range c.unreadablePaths() {
+				c.onMarker(path)
+			}
 		}
 	}
 }
@@ -218,26 +241,62 @@ func (c *controller) podInformer() cache.SharedIndexInformer {
 	return inf
 }
 
-// scan watches every network folder and reads every marker.
+// scan watches every network folder and reads every marker. Markers it
+// knows of that a folder read no longer shows (removed while inotify
+// events were lost) are read again, which forgets them.
 func (c *controller) scan(w *fsnotify.Watcher) {
 	nets, err := os.ReadDir(c.opts.StateDir)
 	if err != nil {
 		c.log.Warn("read state dir", "err", err)
 		return
 	}
+	seen, listed := map[string]bool{}, map[string]bool{}
 	for _, n := range nets {
 		if !n.IsDir() {
 			continue
 		}
 		dir := filepath.Join(c.opts.StateDir, n.Name())
 		w.Add(dir)
-		files, _ := os.ReadDir(dir)
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			c.log.Warn("read network folder", "dir", dir, "err", err)
+			continue
+		}
+		listed[dir] = true
 		for _, f := range files {
 			if isMarker(f.Name()) {
-				c.onMarker(filepath.Join(dir, f.Name()))
+				path := filepath.Join(dir, f.Name())
+				seen[path] = true
+				c.onMarker(path)
 			}
 		}
 	}
+	for _, path := range c.knownPaths() {
+		if !seen[path] && (listed[filepath.Dir(path)] || !slices.ContainsFunc(nets, func(e os.DirEntry) bool {
+			return filepath.Join(c.opts.StateDir, e.Name()) == filepath.Dir(path)
+		})) {
+			c.onMarker(path)
+		}
+	}
+}
+
+// knownPaths lists every marker the controller holds something of.
+func (c *controller) knownPaths() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	paths := slices.Collect(maps.Keys(c.markers))
+	for p := range c.unreadable {
+		if _, ok := c.markers[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func (c *controller) unreadablePaths() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Keys(c.unreadable))
 }
 
 func isMarker(name string) bool {
@@ -256,19 +315,37 @@ func (c *controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 	}
 }
 
-// onMarker indexes a marker by its pod's UID and queues the pod; a marker
-// that is gone or unreadable is dropped from the index, and its pod queued
-// so that its condition is computed again.
+// onMarker indexes a marker by its pod's UID and queues the pod. A marker
+// that is gone is dropped from the index, and its pod queued so that its
+// condition is computed again. One that exists but cannot be read stays
+// indexed as it was, keeps its pod not ready, and is read again every
+// unreadableRetry.
 func (c *controller) onMarker(path string) {
-	m, err := marker.ReadFile(path)
-	if err != nil {
-		if !errors.Is(err, fs.ErrNotExist) {
-			c.note(path, "unreadable marker; leaving it for GC", "err", err)
-		}
+	m, err := c.read(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		stray := c.readable(path)
 		if ref, ok := c.forget(path); ok {
 			c.queue.Add(ref.podKey)
+		} else if stray {
+			c.queueUnjudged()
 		}
 		return
+	case err != nil:
+		c.note(path, "unreadable marker; its pod is kept not ready while it stays so, retrying", "err", err)
+		c.mu.Lock()
+		c.unreadable[path] = err
+		ref, ok := c.markers[path]
+		c.mu.Unlock()
+		if ok {
+			c.queue.Add(ref.podKey)
+		} else {
+			c.queueUnjudged()
+		}
+		return
+	}
+	if c.readable(path) {
+		defer c.queueUnjudged()
 	}
 	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
 		c.note(path, "marker names no Kubernetes pod; nothing to publish")
@@ -286,6 +363,47 @@ func (c *controller) onMarker(path string) {
 	c.byUID[ref.uid][path] = true
 	c.mu.Unlock()
 	c.queue.Add(ref.podKey)
+}
+
+// readable clears path from the unreadable markers, and reports whether
+// it was one that named no known pod.
+func (c *controller) readable(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, was := c.unreadable[path]
+	_, known := c.markers[path]
+	delete(c.unreadable, path)
+	return was && !known
+}
+
+// strays are the unreadable markers that name no known pod.
+func (c *controller) strays() []publish.Unreadable {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []publish.Unreadable
+	for p, err := range c.unreadable {
+		if _, ok := c.markers[p]; !ok {
+			out = append(out, publish.Unreadable{Path: p, Err: err})
+		}
+	}
+	return out
+}
+
+// queueUnjudged queues the gated pods that no marker names: a stray
+// unreadable marker that came or went changes what they should show.
+func (c *controller) queueUnjudged() {
+	if c.pods == nil {
+		return
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		if publish.Gated(pod, c.opts.ConditionType) && len(c.markerPaths(pod.UID)) == 0 {
+			c.queue.Add(pod.Namespace + "/" + pod.Name)
+		}
+	}
 }
 
 func (c *controller) onPod(obj any) {
@@ -421,7 +539,15 @@ func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	if pod.Spec.HostNetwork {
 		return publish.HostNetwork(c.opts.ConditionType), true
 	}
-	ms := c.podMarkers(pod)
+	ms, bad := c.podMarkers(pod)
+	if len(bad) > 0 {
+		var base *corev1.PodCondition
+		if len(ms) > 0 {
+			cond := publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now())
+			base = &cond
+		}
+		return publish.WithUnreadable(base, bad, c.opts.ConditionType), true
+	}
 	if len(ms) > 0 {
 		return publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now()), true
 	}
@@ -432,6 +558,14 @@ func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, bool) {
 	if wait := since.Add(c.opts.UnobservedGrace).Sub(c.now()); wait > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, wait)
 		return corev1.PodCondition{}, false
+	}
+	// A marker that could never be read may be this pod's. A pod already
+	// judged otherwise keeps its condition: one bad file must not flip
+	// every running pod of the node.
+	if stray := c.strays(); len(stray) > 0 {
+		if cur := publish.Current(pod, c.opts.ConditionType); cur == nil || cur.Reason == publish.ReasonMarkerUnreadable {
+			return publish.WithUnreadable(nil, stray, c.opts.ConditionType), true
+		}
 	}
 	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), true
 }
@@ -459,14 +593,24 @@ func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
 }
 
 // podMarkers reads the pod's markers, starting re-checks for the pending
-// ones and showing their latest progress.
-func (c *controller) podMarkers(pod *corev1.Pod) []*marker.Marker {
+// ones and showing their latest progress. Markers that exist but cannot be
+// read come back apart, and are retried.
+func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable) {
 	var out []*marker.Marker
+	var bad []publish.Unreadable
 	for _, path := range c.markerPaths(pod.UID) {
-		m, err := marker.ReadFile(path)
-		if err != nil {
-			continue // onMarker sees the same and drops it
+		m, err := c.read(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // its event, or the next scan, forgets it
+		case err != nil:
+			c.mu.Lock()
+			c.unreadable[path] = err
+			c.mu.Unlock()
+			bad = append(bad, publish.Unreadable{Path: path, Err: err})
+			continue
 		}
+		c.readable(path)
 		c.observeWait(path, m)
 		if m.State == marker.StatePending {
 			c.startCheck(path, m)
@@ -480,7 +624,7 @@ func (c *controller) podMarkers(pod *corev1.Pod) []*marker.Marker {
 		}
 		out = append(out, m)
 	}
-	return out
+	return out, bad
 }
 
 func (c *controller) markerPaths(uid types.UID) []string {
@@ -627,6 +771,7 @@ func (c *controller) forget(path string) (markerRef, bool) {
 	c.unindexLocked(path)
 	delete(c.logged, path)
 	delete(c.observed, path)
+	delete(c.unreadable, path)
 	return ref, ok
 }
 

@@ -3,14 +3,20 @@ package main
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -399,5 +405,113 @@ func TestRestartRepeatsNothing(t *testing.T) {
 	}
 	if evs := h.events(); len(evs) != 0 {
 		t.Errorf("events after a restart = %q, want none", evs)
+	}
+}
+
+// TestUnreadableMarkerKeepsPodNotReady: a marker that exists but cannot be
+// read (an unknown version, EMFILE) keeps its pod not ready, even when the
+// pod's other marker is ready; the reason names the file and the error.
+// It is read again without any inotify event, and the pod turns True once
+// it reads as ready.
+func TestUnreadableMarkerKeepsPodNotReady(t *testing.T) {
+	pod := gatedPod("two", "u-two")
+	h := newHarness(t, nil, pod)
+	h.c.retryEvery = 100 * time.Millisecond
+	var failing atomic.Bool
+	h.c.read = func(path string) (*marker.Marker, error) {
+		if failing.Load() && strings.HasSuffix(path, "_net1.json") {
+			return nil, fmt.Errorf("read marker: %w", syscall.EMFILE)
+		}
+		return marker.ReadFile(path)
+	}
+	now := time.Now()
+	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, now)
+	h.writeMarker(pod, "storagenet", "net1", marker.StatePending, now)
+	h.run()
+	h.waitFor("two", "False while net1 is pending", func(c *corev1.PodCondition) bool { return c.Reason == publish.ReasonNotProgrammed })
+
+	net1, _ := h.store.Path(marker.Key{Network: "storagenet", ContainerID: "c-u-two", IfName: "net1"})
+	if err := os.WriteFile(net1, []byte(`{"version": 99}`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := h.waitFor("two", "MarkerUnreadable", func(c *corev1.PodCondition) bool {
+		return c.Reason == publish.ReasonMarkerUnreadable && strings.Contains(c.Message, "version 99")
+	})
+	if c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, net1) {
+		t.Errorf("condition = %+v, want False naming %s and its error", c, net1)
+	}
+
+	failing.Store(true)
+	h.writeMarker(pod, "storagenet", "net1", marker.StateReady, now)
+	c = h.waitFor("two", "EMFILE named", func(c *corev1.PodCondition) bool { return strings.Contains(c.Message, "too many open files") })
+	if c.Status != corev1.ConditionFalse {
+		t.Errorf("condition while the marker cannot be opened = %+v, want False", c)
+	}
+	failing.Store(false) // no event follows: only the retry reads it again
+	h.waitFor("two", "True once it reads as ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "Warning MarkerUnreadable") {
+		t.Errorf("events %q lack a Warning MarkerUnreadable", evs)
+	}
+}
+
+// TestStrayUnreadableMarker: a marker that could never be read names no
+// pod, and may be any new pod's. While it stays, a gated pod with no
+// marker is not judged NotObserved (True) but kept False naming it; a pod
+// already judged keeps its condition. Once it is gone, NotObserved
+// follows.
+func TestStrayUnreadableMarker(t *testing.T) {
+	fresh := gatedPod("fresh", "u-fresh")
+	fresh.Status.PodIP = "10.200.0.9"
+	fresh.Status.StartTime = &metav1.Time{Time: time.Now()}
+	judged := gatedPod("judged", "u-judged")
+	judged.Status.PodIP = "10.200.0.10"
+	judged.Status.StartTime = &metav1.Time{Time: time.Now().Add(-time.Hour)}
+	judged.Status.Conditions = []corev1.PodCondition{publish.WithTransition(
+		publish.NotObserved(publish.DefaultConditionType, true, 200*time.Millisecond), nil, time.Now())}
+	h := newHarness(t, func(o *options) { o.UnobservedGrace = 200 * time.Millisecond }, fresh, judged)
+	h.c.retryEvery = 100 * time.Millisecond
+	stray := filepath.Join(h.store.Dir, "podnet", "c-new_eth0.json")
+	os.MkdirAll(filepath.Dir(stray), 0o755)
+	if err := os.WriteFile(stray, []byte("{not json"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	c := h.waitFor("fresh", "False naming the stray marker", func(c *corev1.PodCondition) bool { return c.Reason == publish.ReasonMarkerUnreadable })
+	if c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, stray) {
+		t.Errorf("condition = %+v, want False naming %s", c, stray)
+	}
+	h.settle()
+	if c := h.condition("judged"); c.Reason != publish.ReasonNotObserved || c.Status != corev1.ConditionTrue {
+		t.Errorf("a pod judged before the stray marker came = %+v, want it left NotObserved True", c)
+	}
+	os.Remove(stray)
+	c = h.waitFor("fresh", "NotObserved once the stray marker is gone", func(c *corev1.PodCondition) bool { return c.Reason == publish.ReasonNotObserved })
+	if c.Status != corev1.ConditionTrue {
+		t.Errorf("condition = %+v, want NotObserved True", c)
+	}
+}
+
+// TestScanForgetsVanishedMarkers: a marker removed while its inotify
+// event was lost (an overflow) is forgotten by the next scan, which is
+// what runs after an overflow. The controller is not running, so no event
+// reaches it: only scan can see the removal.
+func TestScanForgetsVanishedMarkers(t *testing.T) {
+	pod := gatedPod("gone", "u-gone")
+	h := newHarness(t, nil, pod)
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, time.Now())
+	w, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Close()
+	h.c.scan(w)
+	path, _ := h.store.Path(marker.Key{Network: "podnet", ContainerID: "c-u-gone", IfName: "eth0"})
+	if diff := cmp.Diff([]string{path}, h.c.knownPaths()); diff != "" {
+		t.Fatalf("indexed after the first scan (-want +got):\n%s", diff)
+	}
+	os.Remove(path)
+	h.c.scan(w)
+	if known := h.c.knownPaths(); len(known) != 0 {
+		t.Errorf("after a scan that no longer finds it, the index still holds %v", known)
 	}
 }

@@ -29,6 +29,10 @@ const (
 	ReasonNotProgrammed = "NetworkNotProgrammed"
 	ReasonHostNetwork   = "HostNetwork"
 	ReasonNotObserved   = "NotObserved"
+	// ReasonMarkerUnreadable: a marker file exists but cannot be read
+	// (an I/O error, too many open files, an unknown version). It may say
+	// "pending", so the pod is kept not ready until it can be read.
+	ReasonMarkerUnreadable = "MarkerUnreadable"
 )
 
 // maxMessage keeps the condition message readable in kubectl.
@@ -61,6 +65,30 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 	}
 	c.Message = truncate(strings.Join(parts, "; "))
 	return c
+}
+
+// Unreadable is a marker file that exists but cannot be read.
+type Unreadable struct {
+	Path string
+	Err  error
+}
+
+// WithUnreadable is c (the condition from the pod's readable markers, or
+// none) kept False because of markers that cannot be read: they may be
+// pending. The message names each file and its error first.
+func WithUnreadable(c *corev1.PodCondition, bad []Unreadable, condType string) corev1.PodCondition {
+	bad = slices.Clone(bad)
+	slices.SortFunc(bad, func(a, b Unreadable) int { return strings.Compare(a.Path, b.Path) })
+	var parts []string
+	for _, u := range bad {
+		parts = append(parts, fmt.Sprintf("cannot read marker %s (%v)", u.Path, u.Err))
+	}
+	msg := strings.Join(parts, "; ") + "; keeping the pod not ready until it can be read (retried)"
+	if c != nil && c.Message != "" {
+		msg += "; " + c.Message
+	}
+	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionFalse,
+		Reason: ReasonMarkerUnreadable, Message: truncate(msg)}
 }
 
 // Unmet lists a marker's unmet checks with why.
@@ -165,9 +193,9 @@ func EventFor(cur *corev1.PodCondition, want corev1.PodCondition) (Event, bool) 
 		if !sameReason || (late(&want) && !late(cur)) {
 			return Event{corev1.EventTypeWarning, ReasonNotProgrammed, "ADD gave up waiting; the sidecar goes on checking: " + want.Message}, true
 		}
-	case ReasonNotObserved:
+	case ReasonNotObserved, ReasonMarkerUnreadable:
 		if !sameReason {
-			return Event{corev1.EventTypeWarning, ReasonNotObserved, want.Message}, true
+			return Event{corev1.EventTypeWarning, want.Reason, want.Message}, true
 		}
 	case ReasonHostNetwork:
 		if !sameReason {

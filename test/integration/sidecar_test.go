@@ -38,6 +38,18 @@ func waitCondition(t *testing.T, a *apiServer, pod string, limit time.Duration, 
 	return nil
 }
 
+// writeAtomically replaces a file as the plugin writes markers: a temp file
+// renamed over it, so that no reader sees it half-written.
+func writeAtomically(t *testing.T, path string, data []byte) {
+	t.Helper()
+	if err := os.WriteFile(path+".tmp", data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(path+".tmp", path); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // addPending runs the real plugin through cnitool for pod, with a timeout
 // shorter than the agent's delay, so ADD proceeds with a pending marker.
 func addPending(t *testing.T, n *testNet, agent *testAgent, pod *corev1.Pod, delay time.Duration) string {
@@ -117,6 +129,31 @@ func TestSidecar(t *testing.T) {
 		if !strings.Contains(logs.String(), "the pod was recreated") {
 			t.Errorf("sidecar did not log the recreated pod")
 		}
+	})
+
+	// A marker the sidecar can no longer read (here a version this
+	// sidecar does not know, as during a botched upgrade) keeps its pod
+	// not ready, naming the file; once it reads again, the pod is True.
+	t.Run("unreadable marker keeps the pod not ready", func(t *testing.T) {
+		pod := a.newPod("web-u", testNode)
+		nsPath, _ := addPod(t, n, agent, pod, 100*time.Millisecond)
+		waitCondition(t, a, "web-u", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		path := n.markerPath(containerID(nsPath), "eth0")
+		good, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		bad := strings.Replace(string(good), `"version": 1`, `"version": 2`, 1)
+		if bad == string(good) {
+			t.Fatalf("marker has no version 1 to change: %s", good)
+		}
+		writeAtomically(t, path, []byte(bad))
+		c := waitCondition(t, a, "web-u", 10*time.Second, "False while unreadable", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		if c.Reason != "MarkerUnreadable" || !strings.Contains(c.Message, path) || !strings.Contains(c.Message, "version 2") {
+			t.Errorf("condition = %+v, want reason MarkerUnreadable naming %s and its version", c, path)
+		}
+		writeAtomically(t, path, good)
+		waitCondition(t, a, "web-u", 10*time.Second, "True once it reads again", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	})
 
 	t.Run("API server restart loses no transition", func(t *testing.T) {
