@@ -126,10 +126,10 @@ func newController(o options, client kube, recorder eventRecorder, log *slog.Log
 	}
 }
 
-func (c *controller) mux(metricsHandler http.Handler) *http.ServeMux {
+func (c *controller) mux(metricsHandler http.Handler, h *health) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { fmt.Fprintln(w, "ok") })
+	mux.Handle("/healthz", h)
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !c.ready.Load() {
 			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)

@@ -46,6 +46,7 @@ type options struct {
 	Unobserved      string
 	CNIConfDir      string
 	PoolResync      time.Duration
+	PoolForgetAfter time.Duration
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -66,6 +67,7 @@ func run(args []string) int {
 	fs.StringVar(&o.Unobserved, "unobserved", unobservedReady, "gated pods netready never saw: ready (condition True, reason NotObserved, Warning Event) or notready (keep them False)")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the node's CNI config folder, read-only: pools of entries with status.ipam are watched there, and with poolAction taint a short pool taints the node; empty turns the pool watch off")
 	fs.DurationVar(&o.PoolResync, "pool-resync", time.Minute, "count every pool and compare with the Node this often, besides inotify")
+	fs.DurationVar(&o.PoolForgetAfter, "pool-forget-after", 30*time.Second, "how long a network whose netready entry left the CNI config (a vendor's rewrite) is still counted, keeping its taint and hysteresis")
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -91,7 +93,8 @@ func run(args []string) int {
 
 	reg := prometheus.NewRegistry()
 	c := newController(o, client, recorder, log, newMetrics(reg))
-	srv := &http.Server{Addr: o.Listen, Handler: c.mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{})), ReadHeaderTimeout: 5 * time.Second}
+	h := newHealth()
+	srv := &http.Server{Addr: o.Listen, Handler: c.mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), h), ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("http", "err", err)
@@ -109,12 +112,7 @@ func run(args []string) int {
 			log.Error("Kubernetes client", "err", err)
 			return 1
 		}
-		pw := newPoolWatcher(o, nodeClient, log, c.metrics)
-		go func() {
-			if err := pw.run(ctx); err != nil {
-				log.Error("pool watch stopped", "err", err)
-			}
-		}()
+		go newPoolWatcher(o, nodeClient, log, c.metrics, h).run(ctx)
 	}
 	if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("failed", "err", err)
@@ -135,8 +133,8 @@ func (o *options) Validate() error {
 	if msgs := validation.IsQualifiedName(o.ConditionType); len(msgs) > 0 {
 		errs = append(errs, fmt.Errorf("--condition-type %q: %s", o.ConditionType, strings.Join(msgs, "; ")))
 	}
-	if o.PendingTimeout <= 0 || o.Resync <= 0 || o.PoolResync <= 0 {
-		errs = append(errs, errors.New("--pending-timeout, --resync and --pool-resync must be positive"))
+	if o.PendingTimeout <= 0 || o.Resync <= 0 || o.PoolResync <= 0 || o.PoolForgetAfter <= 0 {
+		errs = append(errs, errors.New("--pending-timeout, --resync, --pool-resync and --pool-forget-after must be positive"))
 	}
 	if o.CNIConfDir != "" && !filepath.IsAbs(o.CNIConfDir) {
 		errs = append(errs, fmt.Errorf("--cni-conf-dir %q must be an absolute path", o.CNIConfDir))

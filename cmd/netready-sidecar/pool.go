@@ -2,9 +2,13 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"time"
@@ -25,17 +29,28 @@ import (
 //
 // What it does not know, it leaves alone: while the config folder cannot
 // be read, or a pool cannot be counted, or an entry is invalid, it may add
-// the taint but never removes it.
+// the taint but never removes it. A network whose entry leaves the config
+// folder (a vendor's rewrite, which netready-install repairs) is still
+// counted for forgetAfter, so that its taint and hysteresis outlive the
+// rewrite.
 type poolWatcher struct {
-	confDir string
-	node    string
-	nodes   kube
-	resync  time.Duration
-	log     *slog.Logger
-	metrics *metrics
-	now     func() time.Time
+	confDir     string
+	node        string
+	nodes       kube
+	resync      time.Duration
+	forgetAfter time.Duration
+	log         *slog.Logger
+	metrics     *metrics
+	health      *health
+	now         func() time.Time
+	newWatcher  func() (*fsnotify.Watcher, error)
 
 	nets []pool.Network
+	// gone holds networks whose entry left the config folder, with when.
+	gone map[string]goneNetwork
+	// pluginDirs are the config folder's subfolders: a network's plugin
+	// folder (--mode plugin-dir) may hold its entry.
+	pluginDirs []string
 	// loaded says w.nets (and netsUnsure) come from a read of the config
 	// folder; confChanged asks for a new read, set by its inotify events.
 	loaded      bool
@@ -44,19 +59,32 @@ type poolWatcher struct {
 	// series are the metrics' label sets written at the last count.
 	series map[[2]string]bool
 	// short holds, per network and range set, whether it was short at the
-	// last count: the hysteresis. seeded is what an unseen range set
-	// starts with: true when the node carried the taint at start-up, so a
-	// restart never lifts a taint that still applies.
-	short  map[string]bool
-	seeded *bool
+	// last count that saw it: the hysteresis, kept for range sets that
+	// come and go. seeded is what a range set unseen before the first
+	// clean count starts with: true when the node carried the taint at
+	// start-up, so a restart never lifts a taint that still applies.
+	// Range sets first seen later start as not short.
+	short    map[string]bool
+	seeded   *bool
+	seedDone bool
 	// applied is what the node showed after the last read or write.
 	applied *bool
 	noted   string
 }
 
-func newPoolWatcher(o options, nodes kube, log *slog.Logger, m *metrics) *poolWatcher {
-	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, log: log.With("part", "pool"),
-		metrics: m, now: time.Now, short: map[string]bool{}, series: map[[2]string]bool{}}
+// goneNetwork is a network whose entry left the config folder at since.
+type goneNetwork struct {
+	pool.Network
+	since time.Time
+}
+
+// healthPart is the pool watch's name in /healthz.
+const healthPart = "pool watch"
+
+func newPoolWatcher(o options, nodes kube, log *slog.Logger, m *metrics, h *health) *poolWatcher {
+	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, forgetAfter: o.PoolForgetAfter,
+		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
+		short: map[string]bool{}, series: map[[2]string]bool{}, gone: map[string]goneNetwork{}}
 }
 
 // judgement is one count of every watched pool.
@@ -64,14 +92,40 @@ type judgement struct {
 	short   bool     // a pool with poolAction taint is short
 	unsure  bool     // something could not be read: never lift the taint
 	message []string // per network
+	// reloaded: the config folder was read again for this count.
+	reloaded bool
 }
 
-func (w *poolWatcher) run(ctx context.Context) error {
-	fsw, err := fsnotify.NewWatcher()
+// run keeps the watch going until ctx ends. While it cannot run (no
+// inotify instance to be had: the limit is shared with the host), /healthz
+// fails, so that kubelet restarts the container, and it is tried again.
+func (w *poolWatcher) run(ctx context.Context) {
+	backoff := time.Second
+	for {
+		err := w.watch(ctx)
+		if ctx.Err() != nil {
+			return
+		}
+		w.health.set(healthPart, err)
+		w.log.Error("pool watch stopped; no taint is added or lifted until it runs again", "err", err, "retryAfter", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+		backoff = min(2*backoff, time.Minute)
+	}
+}
+
+// watch runs the watch once, until ctx ends (nil) or inotify fails.
+func (w *poolWatcher) watch(ctx context.Context) error {
+	fsw, err := w.newWatcher()
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
 	}
 	defer fsw.Close()
+	w.health.set(healthPart, nil)
+	failed := make(chan error, 1)
 	wake := make(chan struct{}, 1)
 	poke := func() {
 		select {
@@ -84,16 +138,18 @@ func (w *poolWatcher) run(ctx context.Context) error {
 			select {
 			case ev, ok := <-fsw.Events:
 				if !ok {
+					failed <- errors.New("inotify events closed")
 					return
 				}
-				// Allocations only need a count; the config folder a
-				// read of every file in it.
-				if filepath.Clean(ev.Name) == filepath.Clean(w.confDir) || filepath.Dir(ev.Name) == filepath.Clean(w.confDir) {
+				// Allocations only need a count; the config folder (and
+				// its plugin folders) a read of every file in it.
+				if conf := filepath.Clean(w.confDir); ev.Name == conf || strings.HasPrefix(ev.Name, conf+string(filepath.Separator)) {
 					w.confChanged.Store(true)
 				}
 				poke()
 			case err, ok := <-fsw.Errors:
 				if !ok {
+					failed <- errors.New("inotify errors closed")
 					return
 				}
 				w.log.Warn("inotify", "err", err)
@@ -117,17 +173,36 @@ func (w *poolWatcher) run(ctx context.Context) error {
 		} else {
 			retry, backoff = nil, time.Second
 		}
+		var expire <-chan time.Time
+		if at, ok := w.nextExpiry(); ok {
+			expire = time.After(time.Until(at))
+		}
 		select {
 		case <-ctx.Done():
 			return nil
+		case err := <-failed:
+			return err
 		case <-wake:
 			full = false
 		case <-retry:
 			full = true
 		case <-tick.C:
 			full = true
+		case <-expire:
+			full = true
 		}
 	}
+}
+
+// nextExpiry is when the first held network is forgotten.
+func (w *poolWatcher) nextExpiry() (time.Time, bool) {
+	var first time.Time
+	for _, g := range w.gone {
+		if at := g.since.Add(w.forgetAfter); first.IsZero() || at.Before(first) {
+			first = at
+		}
+	}
+	return first, !first.IsZero()
 }
 
 // reconcile counts every pool and, when the verdict differs from what the
@@ -146,6 +221,9 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 		full = true
 	}
 	j := w.judge(fsw, full)
+	// A change of the config folder is rare, and changes what the
+	// condition says beyond counts: write it as on a full round.
+	full = full || j.reloaded
 	want := j.short
 	if !want && j.unsure && *w.applied {
 		want = true // lift it only on a clean count
@@ -157,7 +235,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	if err != nil {
 		return fmt.Errorf("get node: %w", err)
 	}
-	if len(w.nets) == 0 && !taint.Has(node) && taint.Current(node) == nil {
+	if len(w.nets) == 0 && len(w.gone) == 0 && !taint.Has(node) && taint.Current(node) == nil {
 		return nil // never touched: nothing to say
 	}
 	if p := taint.SpecPatch(node, want); p != nil {
@@ -169,7 +247,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	has := taint.Has(node)
 	w.applied = &has
 	msg := strings.Join(j.message, "; ")
-	if len(w.nets) == 0 {
+	if len(w.nets) == 0 && len(w.gone) == 0 {
 		msg = "no network on this node has a pool netready watches"
 	}
 	// The message alone is rewritten only on full rounds: counts move with
@@ -185,35 +263,31 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 // judge counts every pool. It reads the config folder first on full rounds
 // and after a change in it, and keeps the inotify watches in step.
 func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
+	reloaded := false
 	if !w.loaded || full || w.confChanged.Swap(false) {
 		w.loadNetworks()
+		reloaded = true
 	}
+	nets, held := w.counted()
 	// Every time: host-local makes a network's folder at its first ADD.
-	w.watch(fsw)
-	j := judgement{unsure: w.netsUnsure}
-	next := map[string]bool{}
+	w.addWatches(fsw, nets)
+	j := judgement{unsure: w.netsUnsure, reloaded: reloaded}
 	series := map[[2]string]bool{}
-	for _, n := range w.nets {
-		rs, err := n.Count()
+	for _, n := range nets {
+		rs, err := count(n)
 		if err != nil {
 			j.unsure = true
 			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
-			// Its hysteresis stays as it was.
-			for key, was := range w.short {
-				if strings.HasPrefix(key, n.Network+" ") {
-					next[key] = was
-				}
-			}
-			continue
+			continue // its hysteresis stays as it was
 		}
 		for _, r := range rs {
 			key := n.Network + " " + r.Set
 			was, seen := w.short[key]
 			if !seen {
-				was = *w.seeded
+				was = !w.seedDone && *w.seeded
 			}
 			s := pool.Short(r, n.MinFree, was)
-			next[key] = s
+			w.short[key] = s
 			if s && n.Action == config.PoolTaint {
 				j.short = true
 			}
@@ -223,7 +297,12 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			w.metrics.poolSize.WithLabelValues(n.Network, r.Set).Set(size)
 			series[[2]string{n.Network, r.Set}] = true
 		}
-		j.message = append(j.message, pool.Describe(n.Network, rs)+fmt.Sprintf(" (minFree %d)", n.MinFree))
+		msg := pool.Describe(n.Network, rs) + fmt.Sprintf(" (minFree %d)", n.MinFree)
+		if g, ok := held[n.Network]; ok {
+			msg += fmt.Sprintf(" (its netready entry left the CNI config at %s; still counted until %s)",
+				g.since.UTC().Format(time.RFC3339), g.since.Add(w.forgetAfter).UTC().Format(time.RFC3339))
+		}
+		j.message = append(j.message, msg)
 	}
 	// Series of pools no longer watched go; the others are never absent
 	// from a scrape.
@@ -233,8 +312,39 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			w.metrics.poolSize.DeleteLabelValues(s[0], s[1])
 		}
 	}
-	w.short, w.series = next, series
+	w.series = series
+	if !j.unsure {
+		w.seedDone = true
+	}
 	return j
+}
+
+// counted is every network to count: those of the config folder, and
+// those whose entry left it less than forgetAfter ago (returned apart too).
+// Networks held longer are forgotten here.
+func (w *poolWatcher) counted() ([]pool.Network, map[string]goneNetwork) {
+	nets := slices.Clone(w.nets)
+	held := map[string]goneNetwork{}
+	for name, g := range w.gone {
+		if w.now().Sub(g.since) >= w.forgetAfter {
+			delete(w.gone, name)
+			w.log.Info("forgetting a network whose netready entry left the CNI config", "network", name, "since", g.since)
+			continue
+		}
+		nets = append(nets, g.Network)
+		held[name] = g
+	}
+	return nets, held
+}
+
+// count counts one network's pool. A missing allocation folder is an empty
+// pool (host-local makes it at the network's first ADD), but a missing
+// dataDir above it is a folder this container does not see: not mounted.
+func count(n pool.Network) ([]pool.Range, error) {
+	if _, err := os.Stat(filepath.Dir(n.Dir)); errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("host-local's dataDir %s does not exist here: mount it into the sidecar at the same path", filepath.Dir(n.Dir))
+	}
+	return n.Count()
 }
 
 // loadNetworks reads the config folder. A folder that cannot be read says
@@ -251,16 +361,38 @@ func (w *poolWatcher) loadNetworks() {
 	default:
 		w.note(nil)
 	}
+	now := w.now()
+	for _, old := range w.nets {
+		if _, held := w.gone[old.Network]; !held && !slices.ContainsFunc(nets, func(n pool.Network) bool { return n.Network == old.Network }) {
+			w.gone[old.Network] = goneNetwork{Network: old, since: now}
+			w.log.Warn("a network's netready entry left the CNI config; still counting its pool for a while", "network", old.Network, "for", w.forgetAfter)
+		}
+	}
+	for _, n := range nets {
+		delete(w.gone, n.Network)
+	}
+	w.pluginDirs = w.pluginDirs[:0]
+	if entries, err := os.ReadDir(w.confDir); err == nil {
+		for _, e := range entries {
+			if e.IsDir() {
+				w.pluginDirs = append(w.pluginDirs, filepath.Join(w.confDir, e.Name()))
+			}
+		}
+	}
 	w.nets, w.netsUnsure, w.loaded = nets, problems != nil, true
 }
 
-// watch adds an inotify watch on the config folder and on each network's
-// allocation folder (or, before host-local made it, its parent).
-// A folder that does not exist yet is added at a later read: its parent's
-// event or the resync. One that was removed drops out of WatchList.
-func (w *poolWatcher) watch(fsw *fsnotify.Watcher) {
+// addWatches adds an inotify watch on the config folder, its plugin
+// folders, and each network's allocation folder (or, before host-local
+// made it, its parent). A folder that does not exist yet is added at a
+// later read: its parent's event or the resync. One that was removed
+// drops out of WatchList.
+func (w *poolWatcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
 	want := map[string]bool{filepath.Clean(w.confDir): true}
-	for _, n := range w.nets {
+	for _, d := range w.pluginDirs {
+		want[d] = true
+	}
+	for _, n := range nets {
 		want[n.Dir] = true
 		want[filepath.Dir(n.Dir)] = true
 	}

@@ -151,6 +151,51 @@ func (f *File) Entry() json.RawMessage {
 	return nil
 }
 
+// ChainEntry returns netready's entry in the chain the runtime builds from
+// this file, and the file it was read from: the file's own plugins first,
+// then, as libcni 1.3+ appends them unless loadOnlyInlinedPlugins is set,
+// the .conf files of <dir>/<network>/ in name order. It returns nil when
+// the chain has none, and an error when the plugin folder cannot be read
+// (libcni then fails the whole network).
+func (f *File) ChainEntry() (json.RawMessage, string, error) {
+	if e := f.Entry(); e != nil {
+		return e, f.Path, nil
+	}
+	if ok, _ := f.LoadsPluginDir(); !ok {
+		return nil, "", nil
+	}
+	dir := f.PluginDir()
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, "", nil
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("read the plugin folder %s: %w", dir, err)
+	}
+	for _, e := range entries {
+		if e.IsDir() || filepath.Ext(e.Name()) != ".conf" {
+			continue
+		}
+		path := filepath.Join(dir, e.Name())
+		raw, err := os.ReadFile(path)
+		if err != nil {
+			return nil, "", err
+		}
+		if !json.Valid(raw) {
+			return nil, "", fmt.Errorf("%s: not valid JSON", path)
+		}
+		if pluginType(raw) == PluginType {
+			return raw, path, nil
+		}
+	}
+	return nil, "", nil
+}
+
+// PluginDir is the network's plugin folder, <dir>/<network>.
+func (f *File) PluginDir() string {
+	return filepath.Join(filepath.Dir(f.Path), f.Network)
+}
+
 // PrimaryIPAM returns the first plugin's ipam object if it is host-local.
 func (f *File) PrimaryIPAM() json.RawMessage {
 	var p struct {

@@ -17,7 +17,8 @@ type Network struct {
 	MinFree int
 	// Action is the entry's status.poolAction.
 	Action string
-	// File is the config file the entry was read from.
+	// File is the config file the entry was read from: the network's
+	// config file, or a file in its plugin folder.
 	File string
 }
 
@@ -62,18 +63,21 @@ func Networks(confDir string) (nets []Network, problems, err error) {
 	return out, errors.Join(errs...), nil
 }
 
-// networkOf reads the file's netready entry as the plugin would; nil when
-// it has none or the entry names no pool.
+// networkOf reads the netready entry of the file's chain as the plugin
+// would; nil when it has none or the entry names no pool.
 func networkOf(f *conflist.File) (*Network, error) {
-	entry := f.Entry()
-	if entry == nil {
-		return nil, nil
+	entry, file, err := f.ChainEntry()
+	if entry == nil || err != nil {
+		return nil, err
 	}
 	merged, err := f.Merged(entry)
 	if err != nil {
 		return nil, err
 	}
 	conf, err := config.Parse(merged)
+	if err != nil && file != f.Path {
+		return nil, fmt.Errorf("%s (netready's entry of this network): %w", file, err)
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -93,5 +97,5 @@ func networkOf(f *conflist.File) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: f.Path}, nil
+	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file}, nil
 }

@@ -374,3 +374,88 @@ func grepLines(s, sub string) string {
 	}
 	return strings.Join(out, "\n")
 }
+
+// TestPoolTaintEntryComesAndGoes: on a real kube-apiserver, the pool watch
+// follows the entry where the runtime finds it, and keeps what it knows
+// when the entry goes away for a while:
+//   - an entry installed by netready-install --mode plugin-dir, in the
+//     network's plugin folder, is watched like one in the conflist;
+//   - a vendor's rewrite that drops the entry keeps the taint for
+//     --pool-forget-after, and when the entry comes back at exactly
+//     minFree, the hysteresis holds;
+//   - an entry gone for longer is forgotten, and the taint lifted;
+//   - a dataDir the sidecar does not see (not mounted) never lifts it.
+func TestPoolTaintEntryComesAndGoes(t *testing.T) {
+	a := startAPIServer(t)
+	ctx := context.Background()
+	const node = "node-moves"
+	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	confDir, data, bin := t.TempDir(), t.TempDir(), t.TempDir()
+	netns := newNS(t).Path()
+	pool := &hostLocal{netns: netns, network: "moves", ipam: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.79.0.0/29"}]],"dataDir":%q}`, data)}
+	primary := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"moves","plugins":[{"type":"bridge","bridge":"nrpool0","ipam":%s}]}`, pool.ipam)
+	conflist := filepath.Join(confDir, "10-moves.conflist")
+	if err := os.WriteFile(conflist, []byte(primary), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	runInstaller(t, "--conf-dir", confDir, "--bin-dir", bin, "--mode", "plugin-dir", "--config", `{"status":{"ipam":"auto","minFree":2}}`)
+	if _, err := os.Stat(filepath.Join(confDir, "moves", "netready.conf")); err != nil {
+		t.Fatalf("the installer wrote no plugin-folder entry: %v", err)
+	}
+	forget := 4 * time.Second
+	listen, _, stop := startSidecarProc(t, a, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "1h", "--pool-forget-after", forget.String())
+	defer stop()
+	tainted := func() bool { return taint.Has(a.node(t, node)) }
+
+	t.Run("plugin-dir entry", func(t *testing.T) {
+		pool.add(t, "p1", "p2", "p3", "p4")
+		within(t, "the taint for 4 of 5 in use", 5*time.Second, func() bool { return taintedAndTrue(a.node(t, node)) })
+		if m := metricsText(t, listen); !strings.Contains(m, `netready_pool_free_addresses{network="moves",range="10.79.0.0/29"} 1`) {
+			t.Errorf("metrics lack the plugin-dir network's pool:\n%s", grepLines(m, "netready_pool"))
+		}
+	})
+	t.Run("a rewrite without the entry keeps the taint, and the hysteresis when it returns", func(t *testing.T) {
+		// The vendor rewrites its conflist in conflist mode's place: the
+		// entry now lives in the file, then the file loses it.
+		os.RemoveAll(filepath.Join(confDir, "moves"))
+		writeNetwork(t, confDir, "10-moves.conflist", "moves", pool.ipam, `{"ipam":"auto","minFree":2}`)
+		time.Sleep(500 * time.Millisecond)
+		writeAtomically(t, conflist, []byte(primary))
+		pool.del(t, "p4") // exactly minFree free
+		never(t, "the taint was lifted while the entry was away", forget/2, tainted)
+		writeNetwork(t, confDir, "10-moves.conflist", "moves", pool.ipam, `{"ipam":"auto","minFree":2}`)
+		never(t, "the returning entry at exactly minFree lost the hysteresis", forget+time.Second, tainted)
+		if c := taint.Current(a.node(t, node)); c == nil || !strings.Contains(c.Message, "3 of 5 addresses in use") {
+			t.Errorf("condition = %+v, want the pool counted", c)
+		}
+	})
+	t.Run("an entry gone for longer is forgotten", func(t *testing.T) {
+		writeAtomically(t, conflist, []byte(primary))
+		within(t, "the condition saying the entry left", 5*time.Second, func() bool {
+			c := taint.Current(a.node(t, node))
+			return c != nil && strings.Contains(c.Message, "left the CNI config")
+		})
+		if !tainted() {
+			t.Error("the taint went before --pool-forget-after")
+		}
+		within(t, "the taint lifted after --pool-forget-after", forget+5*time.Second, func() bool { return !tainted() })
+	})
+	t.Run("a dataDir the sidecar does not see never lifts the taint", func(t *testing.T) {
+		writeNetwork(t, confDir, "10-moves.conflist", "moves", pool.ipam, `{"ipam":"auto","minFree":2}`)
+		pool.add(t, "p4")
+		within(t, "the taint", 5*time.Second, tainted)
+		unmounted := fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.80.0.0/29"}]],"dataDir":%q}`, filepath.Join(data, "not-mounted"))
+		writeNetwork(t, confDir, "20-unseen.conflist", "unseen", unmounted, `{"ipam":"auto"}`)
+		pool.del(t, "p3", "p4")
+		never(t, "the taint was lifted while a dataDir could not be seen", 2*time.Second, tainted)
+		c := taint.Current(a.node(t, node))
+		if c == nil || !strings.Contains(c.Message, "dataDir "+filepath.Join(data, "not-mounted")+" does not exist here") {
+			t.Errorf("condition = %+v, want the missing dataDir named", c)
+		}
+		os.Remove(filepath.Join(confDir, "20-unseen.conflist"))
+		within(t, "the taint lifted once the unseen network is forgotten", forget+5*time.Second, func() bool { return !tainted() })
+		pool.del(t, "p1", "p2")
+	})
+}

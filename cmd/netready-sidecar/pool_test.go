@@ -1,0 +1,84 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/netready/netready/pkg/taint"
+)
+
+// TestPoolWatchRestartsAndReportsHealth: when no inotify instance can be
+// had (the limit is the host's), the pool watch does not die quietly:
+// /healthz fails naming it, it is tried again, and once it runs /healthz
+// is ok and a short pool taints the node.
+func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	confDir, data := t.TempDir(), t.TempDir()
+	ipam := fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.77.0.0/29"}]],"dataDir":%q}`, data)
+	conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":"edge","plugins":[{"type":"bridge","ipam":%s},{"type":"netready","status":{"ipam":"auto","minFree":2}}]}`, ipam)
+	if err := os.WriteFile(filepath.Join(confDir, "10-edge.conflist"), []byte(conf), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	os.MkdirAll(filepath.Join(data, "edge"), 0o755)
+	for _, ip := range []string{"10.77.0.2", "10.77.0.3", "10.77.0.4", "10.77.0.5"} {
+		os.WriteFile(filepath.Join(data, "edge", ip), nil, 0o644)
+	}
+	h := newHealth()
+	o := options{CNIConfDir: confDir, NodeName: node, PoolResync: time.Hour, PoolForgetAfter: time.Minute}
+	w := newPoolWatcher(o, fakeKube{client}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()), h)
+	var failures atomic.Int32
+	release := make(chan struct{})
+	w.newWatcher = func() (*fsnotify.Watcher, error) {
+		if failures.Add(1) == 1 {
+			return nil, syscall.EMFILE
+		}
+		<-release
+		return fsnotify.NewWatcher()
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	healthz := func() (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest(http.MethodGet, "/healthz", nil))
+		return rec.Code, rec.Body.String()
+	}
+	waitUntil(t, "the second attempt", func() bool { return failures.Load() >= 2 })
+	if code, body := healthz(); code != http.StatusServiceUnavailable || !strings.Contains(body, "pool watch: inotify: too many open files") {
+		t.Errorf("/healthz while the watch cannot start = %d %q, want 503 naming the pool watch and why", code, body)
+	}
+	close(release)
+	waitUntil(t, "/healthz ok once the watch runs", func() bool { code, _ := healthz(); return code == http.StatusOK })
+	waitUntil(t, "the taint for 4 of 5 in use with minFree 2", func() bool {
+		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
+		return err == nil && taint.Has(n)
+	})
+}
+
+func waitUntil(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
+	}
+}
