@@ -46,6 +46,17 @@ const (
 	// are read again: an I/O error or EMFILE brings no inotify event when
 	// it clears.
 	unreadableRetry = 5 * time.Second
+	// A patch the API server refuses for good (a policy's 403, a 422) is
+	// sent again after refusedMin, doubling to refusedMax: a node of
+	// refused pods costs one request per pod per refusedMax, not ten a
+	// second.
+	refusedMin = time.Minute
+	refusedMax = 10 * time.Minute
+	// messageEvery: a condition whose status and reason stay the same is
+	// rewritten for its message alone at most this often. A pending
+	// check's reason may change on every probe (an ephemeral port, an
+	// agent's revision), and each rewrite is an API write.
+	messageEvery = 30 * time.Second
 )
 
 // rechecker goes on with a pending marker's checks; pending.Recheck in
@@ -85,6 +96,16 @@ type controller struct {
 	// is not (never read) may be any new pod's, so no pod is judged
 	// NotObserved while it stays.
 	unreadable map[string]error
+	// refused holds pods whose patch the API server refused for good.
+	refused map[types.UID]refusal
+}
+
+// refusal is a pod's condition patch that the API server refused for good.
+// The same condition is not sent again before until; another one is.
+type refusal struct {
+	want    corev1.PodCondition
+	until   time.Time
+	backoff time.Duration
 }
 
 // sentCondition is a patch the pod cache may not show yet: while the cached
@@ -92,6 +113,9 @@ type controller struct {
 type sentCondition struct {
 	baseRV string
 	cond   corev1.PodCondition
+	at     time.Time
+	// basis names the marker files (and read errors) cond came from.
+	basis string
 }
 
 // recheckState is one pending marker's re-check. A re-check that ended
@@ -122,7 +146,7 @@ func newController(o options, client kube, recorder eventRecorder, log *slog.Log
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
-		unreadable: map[string]error{},
+		unreadable: map[string]error{}, refused: map[types.UID]refusal{},
 	}
 }
 
@@ -432,6 +456,8 @@ func (c *controller) onPodDeleted(obj any) {
 	c.mu.Lock()
 	delete(c.sent, pod.UID)
 	delete(c.logged, pod.Namespace+"/"+pod.Name)
+	delete(c.refused, pod.UID)
+	c.metrics.refusedPods.Set(float64(len(c.refused)))
 	c.mu.Unlock()
 }
 
@@ -484,12 +510,20 @@ func (c *controller) process(ctx context.Context, key string) error {
 		}
 		return nil
 	}
-	want, ok := c.desired(pod)
+	want, basis, ok := c.desired(pod)
 	if !ok {
 		return nil
 	}
 	cur := publish.Current(pod, c.opts.ConditionType)
 	if publish.Shows(cur, want) || c.alreadySent(pod, want) {
+		return nil
+	}
+	if wait, ok := c.messageOnlyTooSoon(pod.UID, cur, want, basis); ok {
+		c.queue.AddAfter(key, wait)
+		return nil
+	}
+	if wait, ok := c.stillRefused(pod.UID, want); ok {
+		c.queue.AddAfter(key, wait)
 		return nil
 	}
 	cond := publish.WithTransition(want, cur, c.now())
@@ -502,17 +536,25 @@ func (c *controller) process(ctx context.Context, key string) error {
 	err = c.client.PatchPodStatus(actx, pod.Namespace, pod.Name, types.StrategicMergePatchType, patch)
 	switch {
 	case err == nil:
-	case apierrors.IsConflict(err), apierrors.IsNotFound(err):
+	case apierrors.IsConflict(err), apierrors.IsNotFound(err), uidMismatch(err):
 		// UID precondition failed or the pod is gone: never ours again.
 		c.metrics.apiErrors.WithLabelValues(string(apierrors.ReasonForError(err))).Inc()
 		c.note(key, "the pod changed under us; not publishing", "err", err)
+		return nil
+	case refusedForGood(err):
+		c.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
+		c.queue.AddAfter(key, c.refuse(pod, want, err))
 		return nil
 	default:
 		c.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
 		return err
 	}
 	c.mu.Lock()
-	c.sent[pod.UID] = sentCondition{baseRV: pod.ResourceVersion, cond: cond}
+	c.sent[pod.UID] = sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis}
+	if _, ok := c.refused[pod.UID]; ok {
+		delete(c.refused, pod.UID)
+		c.metrics.refusedPods.Set(float64(len(c.refused)))
+	}
 	c.mu.Unlock()
 	c.metrics.published.WithLabelValues(string(cond.Status)).Inc()
 	c.observeLatency(pod.UID, want)
@@ -521,6 +563,81 @@ func (c *controller) process(ctx context.Context, key string) error {
 	}
 	c.log.Info("published", "pod", key, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
 	return nil
+}
+
+// refusedForGood reports whether the API server will refuse the same patch
+// again whatever the timing: an admission policy or RBAC (403), or a patch
+// it finds invalid (422, 400).
+func refusedForGood(err error) bool {
+	return apierrors.IsForbidden(err) || apierrors.IsInvalid(err) || apierrors.IsBadRequest(err)
+}
+
+// uidMismatch reports whether a patch was refused because the pod's UID is
+// not the one the patch names (the pod was recreated under its name). The
+// API server answers that with 409, or with 422 on metadata.uid.
+func uidMismatch(err error) bool {
+	var status apierrors.APIStatus
+	if !errors.As(err, &status) || status.Status().Details == nil {
+		return false
+	}
+	for _, cause := range status.Status().Details.Causes {
+		if cause.Field == "metadata.uid" {
+			return true
+		}
+	}
+	return false
+}
+
+// refuse records that the API server refused pod's patch for good, and
+// returns when to try again. The first refusal of a pod gets a Warning
+// Event; later ones only count.
+func (c *controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
+	c.mu.Lock()
+	r, again := c.refused[pod.UID]
+	r.backoff = min(max(2*r.backoff, refusedMin), refusedMax)
+	r.want, r.until = want, c.now().Add(r.backoff)
+	c.refused[pod.UID] = r
+	c.metrics.refusedPods.Set(float64(len(c.refused)))
+	c.mu.Unlock()
+	c.metrics.refused.WithLabelValues(reason(err)).Inc()
+	c.log.Warn("the API server refused the condition; not sending it again for a while", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retryAfter", r.backoff)
+	if !again && c.recorder != nil {
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, publish.ReasonPublishRefused, "PublishCondition",
+			"the API server refused condition %s (%v); netready sends it again in %s, backing off to %s. Check the admission policies, netready-settings and the sidecar's RBAC",
+			c.opts.ConditionType, err, r.backoff, refusedMax)
+	}
+	return r.backoff
+}
+
+// stillRefused reports whether want was refused for pod and its backoff
+// has not run out, with how long is left.
+func (c *controller) stillRefused(uid types.UID, want corev1.PodCondition) (time.Duration, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	r, ok := c.refused[uid]
+	if !ok || !publish.Shows(&r.want, want) {
+		return 0, false
+	}
+	left := r.until.Sub(c.now())
+	return left, left > 0
+}
+
+// messageOnlyTooSoon reports whether want differs from what the pod shows
+// only in a message from re-check progress (same status, reason and marker
+// files), and this sidecar patched the pod less than messageEvery ago;
+// with how long to wait.
+func (c *controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition, want corev1.PodCondition, basis string) (time.Duration, bool) {
+	if cur == nil || cur.Status != want.Status || cur.Reason != want.Reason {
+		return 0, false
+	}
+	c.mu.Lock()
+	s, ok := c.sent[uid]
+	c.mu.Unlock()
+	if !ok || s.basis != basis {
+		return 0, false
+	}
+	left := s.at.Add(messageEvery).Sub(c.now())
+	return left, left > 0
 }
 
 // alreadySent reports whether want was patched onto this very version of
@@ -534,40 +651,41 @@ func (c *controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool
 }
 
 // desired is the condition a gated pod should show, or false when it is
-// too early to say.
-func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, bool) {
+// too early to say; with its basis, which names the marker files it comes
+// from as they are on disk (not the re-checks' progress).
+func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool) {
 	if pod.Spec.HostNetwork {
-		return publish.HostNetwork(c.opts.ConditionType), true
+		return publish.HostNetwork(c.opts.ConditionType), "", true
 	}
-	ms, bad := c.podMarkers(pod)
+	ms, bad, basis := c.podMarkers(pod)
 	if len(bad) > 0 {
 		var base *corev1.PodCondition
 		if len(ms) > 0 {
 			cond := publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now())
 			base = &cond
 		}
-		return publish.WithUnreadable(base, bad, c.opts.ConditionType), true
+		return publish.WithUnreadable(base, bad, c.opts.ConditionType), basis, true
 	}
 	if len(ms) > 0 {
-		return publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now()), true
+		return publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now()), basis, true
 	}
 	since, up := sandboxUp(pod)
 	if !up {
-		return corev1.PodCondition{}, false
+		return corev1.PodCondition{}, "", false
 	}
 	if wait := since.Add(c.opts.UnobservedGrace).Sub(c.now()); wait > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, wait)
-		return corev1.PodCondition{}, false
+		return corev1.PodCondition{}, "", false
 	}
 	// A marker that could never be read may be this pod's. A pod already
 	// judged otherwise keeps its condition: one bad file must not flip
 	// every running pod of the node.
 	if stray := c.strays(); len(stray) > 0 {
 		if cur := publish.Current(pod, c.opts.ConditionType); cur == nil || cur.Reason == publish.ReasonMarkerUnreadable {
-			return publish.WithUnreadable(nil, stray, c.opts.ConditionType), true
+			return publish.WithUnreadable(nil, stray, c.opts.ConditionType), "strays", true
 		}
 	}
-	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), true
+	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), "", true
 }
 
 // sandboxUp reports whether the pod's sandbox is up and since when, as
@@ -595,9 +713,10 @@ func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
 // podMarkers reads the pod's markers, starting re-checks for the pending
 // ones and showing their latest progress. Markers that exist but cannot be
 // read come back apart, and are retried.
-func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable) {
+func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, string) {
 	var out []*marker.Marker
 	var bad []publish.Unreadable
+	var basis strings.Builder
 	for _, path := range c.markerPaths(pod.UID) {
 		m, err := c.read(path)
 		switch {
@@ -608,8 +727,10 @@ func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 			c.unreadable[path] = err
 			c.mu.Unlock()
 			bad = append(bad, publish.Unreadable{Path: path, Err: err})
+			fmt.Fprintf(&basis, "%s unreadable: %v\n", path, err)
 			continue
 		}
+		fmt.Fprintf(&basis, "%s %s %d\n", path, m.State, m.CreatedAt.UnixNano())
 		c.readable(path)
 		c.observeWait(path, m)
 		if m.State == marker.StatePending {
@@ -624,7 +745,7 @@ func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 		}
 		out = append(out, m)
 	}
-	return out, bad
+	return out, bad, basis.String()
 }
 
 func (c *controller) markerPaths(uid types.UID) []string {
@@ -634,6 +755,7 @@ func (c *controller) markerPaths(uid types.UID) []string {
 	for p := range c.byUID[uid] {
 		paths = append(paths, p)
 	}
+	slices.Sort(paths) // a stable basis (see desired)
 	return paths
 }
 

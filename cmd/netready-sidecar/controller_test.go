@@ -21,8 +21,12 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/validation/field"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -514,4 +518,129 @@ func TestScanForgetsVanishedMarkers(t *testing.T) {
 	if known := h.c.knownPaths(); len(known) != 0 {
 		t.Errorf("after a scan that no longer finds it, the index still holds %v", known)
 	}
+}
+
+// TestRefusedPatchBacksOff: a patch the API server refuses for good (a
+// policy's 403) is not retried at the work queue's pace but after minutes,
+// with one Warning Event per pod and the pods counted in a metric; a new
+// condition for the pod is sent at once, and its success clears the count.
+func TestRefusedPatchBacksOff(t *testing.T) {
+	a, b := gatedPod("web-a", "u-a"), gatedPod("web-b", "u-b")
+	h := newHarness(t, nil, a, b)
+	var allow atomic.Bool
+	h.client.PrependReactor("patch", "pods", func(act k8stesting.Action) (bool, runtime.Object, error) {
+		if act.GetSubresource() != "status" || allow.Load() {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, act.(k8stesting.PatchAction).GetName(),
+			errors.New("ValidatingAdmissionPolicy 'netready-sidecar-scope' denied request"))
+	})
+	now := time.Now()
+	h.writeMarker(a, "podnet", "eth0", marker.StateReady, now)
+	h.writeMarker(b, "podnet", "eth0", marker.StateReady, now)
+	h.run()
+	if n := h.settle(); n != 2 {
+		t.Errorf("patches while refused = %d, want 2 (one per pod, then minutes of backoff)", n)
+	}
+	var refusals []string
+	for _, e := range h.events() {
+		if strings.Contains(e, publish.ReasonPublishRefused) {
+			refusals = append(refusals, e)
+		}
+	}
+	if len(refusals) != 2 || !strings.Contains(refusals[0], "Warning") || !strings.Contains(refusals[0], "netready-sidecar-scope") {
+		t.Errorf("events = %q, want one Warning %s per pod naming the policy", refusals, publish.ReasonPublishRefused)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.refusedPods); got != 2 {
+		t.Errorf("netready_publish_refused_pods = %v, want 2", got)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.refused.WithLabelValues("Forbidden")); got != 2 {
+		t.Errorf("netready_publish_refused_total{reason=Forbidden} = %v, want 2", got)
+	}
+
+	// A new condition for web-a is another patch: sent at once, refused
+	// again without a second Event.
+	h.writeMarker(a, "podnet", "eth0", marker.StatePending, now)
+	if n := h.settle(); n != 3 {
+		t.Errorf("patches after web-a's marker changed = %d, want 3", n)
+	}
+	if evs := h.events(); len(evs) != 0 {
+		t.Errorf("events after a second refusal = %q, want none", evs)
+	}
+	// Once allowed, the next condition goes through and web-a is no longer
+	// counted; web-b stays refused.
+	allow.Store(true)
+	h.writeMarker(a, "podnet", "eth0", marker.StateReady, now)
+	h.waitFor("web-a", "True once allowed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	if got := testutil.ToFloat64(h.c.metrics.refusedPods); got != 1 {
+		t.Errorf("netready_publish_refused_pods after web-a went through = %v, want 1", got)
+	}
+	if c := h.condition("web-b"); c != nil {
+		t.Errorf("web-b was patched during its backoff: %+v", c)
+	}
+}
+
+func TestPatchErrorKinds(t *testing.T) {
+	gr := schema.GroupResource{Resource: "pods"}
+	uidInvalid := apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "web", field.ErrorList{
+		field.Invalid(field.NewPath("metadata", "uid"), "u-2", "field is immutable")})
+	tests := []struct {
+		name               string
+		err                error
+		forGood, uidChange bool
+	}{
+		{"a policy's 403", apierrors.NewForbidden(gr, "web", errors.New("denied")), true, false},
+		{"422", apierrors.NewInvalid(schema.GroupKind{Kind: "Pod"}, "web", field.ErrorList{field.Invalid(field.NewPath("status", "conditions"), "x", "bad")}), true, false},
+		{"400", apierrors.NewBadRequest("bad patch"), true, false},
+		{"422 on metadata.uid", uidInvalid, true, true},
+		{"409", apierrors.NewConflict(gr, "web", errors.New("uid")), false, false},
+		{"429", apierrors.NewTooManyRequests("slow down", 1), false, false},
+		{"500", apierrors.NewInternalError(errors.New("etcd")), false, false},
+		{"504", apierrors.NewServerTimeout(gr, "patch", 1), false, false},
+		{"no answer", fmt.Errorf("patch: %w", syscall.ECONNREFUSED), false, false},
+	}
+	for _, tt := range tests {
+		if got := refusedForGood(tt.err); got != tt.forGood {
+			t.Errorf("%s: refusedForGood = %v, want %v", tt.name, got, tt.forGood)
+		}
+		if got := uidMismatch(tt.err); got != tt.uidChange {
+			t.Errorf("%s: uidMismatch = %v, want %v", tt.name, got, tt.uidChange)
+		}
+	}
+}
+
+// TestProgressMessagesAreDebounced: a pending check whose reason changes on
+// every probe (an ephemeral port) does not repatch the pod every round;
+// the marker turning ready is published at once.
+func TestProgressMessagesAreDebounced(t *testing.T) {
+	pod := gatedPod("web-0", "u-0")
+	h := newHarness(t, nil, pod)
+	stop := make(chan struct{})
+	var rounds atomic.Int32
+	h.c.recheck = func(ctx context.Context, _ marker.Store, m *marker.Marker, _ pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
+		for i := 0; ; i++ {
+			p := *m
+			p.Checks = []marker.CheckResult{{Kind: "http", Target: "http://10.200.0.1:9099/ready", Why: fmt.Sprintf("connection refused (from 10.200.0.5:%d)", 40000+i)}}
+			progress(&p)
+			rounds.Add(1)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-stop:
+				<-ctx.Done()
+				return nil, ctx.Err()
+			case <-time.After(20 * time.Millisecond):
+			}
+		}
+	}
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, time.Now())
+	h.run()
+	h.waitFor("web-0", "False, pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	time.Sleep(time.Second)
+	close(stop)
+	if n, r := h.settle(), rounds.Load(); n > 2 || r < 20 {
+		t.Errorf("patches over %d progress rounds = %d, want at most 2", r, n)
+	}
+	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
+	h.waitFor("web-0", "True once ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 }

@@ -9,6 +9,8 @@ type metrics struct {
 	publishLatency prometheus.Histogram
 	markerWait     *prometheus.HistogramVec
 	apiErrors      *prometheus.CounterVec
+	refused        *prometheus.CounterVec
+	refusedPods    prometheus.Gauge
 	pending        prometheus.Gauge
 	published      *prometheus.CounterVec
 	poolFree       *prometheus.GaugeVec
@@ -31,6 +33,14 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "netready_api_errors_total",
 			Help: "Failed API server requests, by reason.",
 		}, []string{"reason"}),
+		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "netready_publish_refused_total",
+			Help: "Condition patches the API server refused for good (403, 422, 400), by reason; each pod's is sent again after a backoff of minutes.",
+		}, []string{"reason"}),
+		refusedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netready_publish_refused_pods",
+			Help: "Pods whose condition patch the API server refuses for good: see their PublishRefused Events.",
+		}),
 		pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_pending_attachments",
 			Help: "Attachments whose checks the sidecar is still running.",
@@ -48,6 +58,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Help: "Addresses host-local can hand out in all, per network and range set.",
 		}, []string{"network", "range"}),
 	}
-	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.pending, m.published, m.poolFree, m.poolSize)
+	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.refused, m.refusedPods, m.pending, m.published, m.poolFree, m.poolSize)
 	return m
 }

@@ -1,15 +1,19 @@
 // Package atomicfile owns writing a file so that readers see the old content
 // or the new, never part of it, and the new content survives a crash: a temp
-// file in the same folder, fsync, rename, fsync of the folder.
+// file in the same folder, fsync, rename, fsync of the folder. Replace also
+// never brings back a file that was removed meanwhile.
 package atomicfile
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
+
+	"golang.org/x/sys/unix"
 )
 
 // TempPrefix starts every temp file name. Temp names end in random digits,
@@ -32,14 +36,78 @@ func TempTarget(name string) (string, bool) {
 }
 
 // Write replaces path with data, with mode perm.
-func Write(path string, data []byte, perm fs.FileMode) (err error) {
-	dir, name := filepath.Split(path)
+func Write(path string, data []byte, perm fs.FileMode) error {
+	tmp, err := writeTemp(path, data, perm)
+	if err != nil {
+		return err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("write %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// ErrChanged says that Replace found another content than the one it was
+// to replace, and left it in place.
+var ErrChanged = errors.New("the file changed meanwhile; left as it is")
+
+// Replace writes data to path only if path exists and same accepts what
+// it holds, in one step: the new file and the old are swapped
+// (renameat2 RENAME_EXCHANGE), so a removal of path just before is never
+// undone. It returns an error wrapping fs.ErrNotExist if path does not
+// exist (nothing is created), and ErrChanged if same refused the content,
+// which is then put back. Where the file system cannot swap, it reads,
+// compares and renames, which leaves a short window.
+func Replace(path string, data []byte, perm fs.FileMode, same func(old []byte) bool) error {
+	tmp, err := writeTemp(path, data, perm)
+	if err != nil {
+		return err
+	}
+	defer os.Remove(tmp)
+	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	switch {
+	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+		return replaceByRename(tmp, path, same)
+	case err != nil:
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	// tmp now holds what path held.
+	if old, err := os.ReadFile(tmp); err == nil && same(old) {
+		return SyncDir(filepath.Dir(path))
+	}
+	// Put it back; if path went meanwhile (removed), it stays gone.
+	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("replace %s: putting back what it held: %w", path, err)
+	}
+	return fmt.Errorf("replace %s: %w", path, ErrChanged)
+}
+
+// replaceByRename is Replace without an atomic swap.
+func replaceByRename(tmp, path string, same func(old []byte) bool) error {
+	old, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	if !same(old) {
+		return fmt.Errorf("replace %s: %w", path, ErrChanged)
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return fmt.Errorf("replace %s: %w", path, err)
+	}
+	return SyncDir(filepath.Dir(path))
+}
+
+// writeTemp writes data, synced, to a new temp file next to path, and
+// returns its name.
+func writeTemp(path string, data []byte, perm fs.FileMode) (name string, err error) {
+	dir, base := filepath.Split(path)
 	if dir == "" {
 		dir = "."
 	}
-	f, err := os.CreateTemp(dir, TempPrefix+name+".")
+	f, err := os.CreateTemp(dir, TempPrefix+base+".")
 	if err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	defer func() {
 		if err != nil {
@@ -48,21 +116,18 @@ func Write(path string, data []byte, perm fs.FileMode) (err error) {
 		}
 	}()
 	if err = f.Chmod(perm); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if _, err = f.Write(data); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Sync(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	if err = f.Close(); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
+		return "", fmt.Errorf("write %s: %w", path, err)
 	}
-	if err = os.Rename(f.Name(), path); err != nil {
-		return fmt.Errorf("write %s: %w", path, err)
-	}
-	return SyncDir(dir)
+	return f.Name(), nil
 }
 
 // WriteIfChanged writes only when path does not already hold data, and

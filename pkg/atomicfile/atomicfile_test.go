@@ -1,6 +1,12 @@
 package atomicfile
 
-import "testing"
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"testing"
+)
 
 func TestTempTarget(t *testing.T) {
 	tests := []struct {
@@ -22,3 +28,47 @@ func TestTempTarget(t *testing.T) {
 		}
 	}
 }
+
+// TestReplace: Replace writes only over the content it expects, never
+// creates the file, and never brings back a file removed while it runs
+// (here: by the comparison itself, right after the swap).
+func TestReplace(t *testing.T) {
+	tests := []struct {
+		name    string
+		before  *string // nil: no file
+		same    func(path string, old []byte) bool
+		wantErr error
+		after   *string // nil: no file
+	}{
+		{"the expected content", ptr("old"), func(_ string, old []byte) bool { return string(old) == "old" }, nil, ptr("new")},
+		{"other content is left", ptr("other"), func(_ string, old []byte) bool { return string(old) == "old" }, ErrChanged, ptr("other")},
+		{"no file: none made", nil, func(string, []byte) bool { return true }, fs.ErrNotExist, nil},
+		{"removed after the swap stays removed", ptr("old"), func(path string, _ []byte) bool { os.Remove(path); return true }, nil, nil},
+		{"removed, then refused, stays removed", ptr("old"), func(path string, _ []byte) bool { os.Remove(path); return false }, ErrChanged, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, "m.json")
+			if tt.before != nil {
+				os.WriteFile(path, []byte(*tt.before), 0o600)
+			}
+			err := Replace(path, []byte("new"), 0o644, func(old []byte) bool { return tt.same(path, old) })
+			if tt.wantErr == nil && err != nil || tt.wantErr != nil && !errors.Is(err, tt.wantErr) {
+				t.Errorf("Replace = %v, want %v", err, tt.wantErr)
+			}
+			data, err := os.ReadFile(path)
+			switch {
+			case tt.after == nil && err == nil:
+				t.Errorf("file = %q, want none", data)
+			case tt.after != nil && string(data) != *tt.after:
+				t.Errorf("file = %q (%v), want %q", data, err, *tt.after)
+			}
+			if entries, _ := os.ReadDir(dir); len(entries) > 1 || len(entries) == 1 && entries[0].Name() != "m.json" {
+				t.Errorf("files left: %v", entries)
+			}
+		})
+	}
+}
+
+func ptr(s string) *string { return &s }

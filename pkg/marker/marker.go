@@ -175,20 +175,42 @@ func (s Store) Path(k Key) (string, error) {
 
 // Write stores m atomically (see package atomicfile), mode 0644.
 func (s Store) Write(m *Marker) error {
-	k := Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
-	path, err := s.Path(k)
+	path, data, err := s.encode(m)
 	if err != nil {
 		return err
 	}
-	data, err := json.MarshalIndent(m, "", "  ")
-	if err != nil {
-		return fmt.Errorf("encode marker: %w", err)
-	}
-	data = append(data, '\n')
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("create marker folder: %w", err)
 	}
 	return atomicfile.Write(path, data, 0o644)
+}
+
+// Replace stores m over its attachment's marker only if that marker still
+// exists and is the one was accepts, in one step (atomicfile.Replace): a
+// DEL or a new ADD meanwhile is never undone. The error wraps
+// fs.ErrNotExist or atomicfile.ErrChanged when it did not write.
+func (s Store) Replace(m *Marker, was func(old *Marker) bool) error {
+	path, data, err := s.encode(m)
+	if err != nil {
+		return err
+	}
+	return atomicfile.Replace(path, data, 0o644, func(old []byte) bool {
+		prev, err := decode(path, old)
+		return err == nil && was(prev)
+	})
+}
+
+// encode returns m's path and file content.
+func (s Store) encode(m *Marker) (string, []byte, error) {
+	path, err := s.Path(Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName})
+	if err != nil {
+		return "", nil, err
+	}
+	data, err := json.MarshalIndent(m, "", "  ")
+	if err != nil {
+		return "", nil, fmt.Errorf("encode marker: %w", err)
+	}
+	return path, append(data, '\n'), nil
 }
 
 // Read returns the marker of k; the error wraps fs.ErrNotExist if none.
@@ -206,6 +228,11 @@ func ReadFile(path string) (*Marker, error) {
 	if err != nil {
 		return nil, fmt.Errorf("read marker: %w", err)
 	}
+	return decode(path, data)
+}
+
+// decode checks and decodes the content of the marker file at path.
+func decode(path string, data []byte) (*Marker, error) {
 	var m Marker
 	if err := json.Unmarshal(data, &m); err != nil {
 		return nil, fmt.Errorf("decode marker %s: %w", path, err)

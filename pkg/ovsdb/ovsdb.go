@@ -8,6 +8,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -89,46 +90,90 @@ func Select(ctx context.Context, socket, database, table string, where []any, co
 	}
 }
 
-// Monitor watches table's columns and sends a token on each update. The
-// channel closes when ctx ends or the connection fails.
+// monitorID names netready's monitor request and its reply.
+const monitorID = "netready-monitor"
+
+// monitorReply bounds the wait for the server's answer to the monitor
+// request, whatever ctx allows: the stream itself lives as long as ctx.
+const monitorReply = 5 * time.Second
+
+// Monitor watches table's columns and sends a token on each update. It
+// returns once the server has accepted the monitor, so every change made
+// after it returns is seen. The channel closes when ctx ends or the
+// connection fails.
 func Monitor(ctx context.Context, socket, database, table string, columns []string) (<-chan struct{}, error) {
 	conn, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
 	}
 	req := map[string]any{table: map[string]any{"columns": columns, "select": map[string]bool{"initial": false, "insert": true, "delete": true, "modify": true}}}
-	if err := send(conn, "monitor", []any{database, nil, req}, "netready-monitor"); err != nil {
+	if err := send(conn, "monitor", []any{database, nil, req}, monitorID); err != nil {
 		conn.Close()
 		return nil, err
 	}
 	out := make(chan struct{}, 1)
+	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxStream)))
+	if err := awaitMonitorReply(ctx, conn, dec, out); err != nil {
+		conn.Close()
+		return nil, fmt.Errorf("OVSDB at %s: monitor %s.%s: %w", socket, database, table, err)
+	}
 	go func() {
 		defer close(out)
 		defer conn.Close()
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		defer stop()
-		dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxStream)))
 		for {
 			var m message
 			if err := dec.Decode(&m); err != nil {
 				return
 			}
-			switch {
-			case m.Method == "echo":
-				if reply(conn, m) != nil {
-					return
-				}
-			case m.Method == "update", m.Method == "update2", m.Method == "update3":
-				select {
-				case out <- struct{}{}:
-				default:
-				}
-			case len(m.Error) > 0 && string(m.Error) != "null":
-				return // the monitor request failed
+			if !handleStream(conn, m, out) {
+				return
 			}
 		}
 	}()
 	return out, nil
+}
+
+// awaitMonitorReply reads until the server answers the monitor request,
+// answering echoes (and noting updates) meanwhile.
+func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, out chan struct{}) error {
+	conn.SetDeadline(time.Now().Add(monitorReply))
+	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
+	defer stop()
+	for {
+		var m message
+		if err := dec.Decode(&m); err != nil {
+			return fmt.Errorf("no answer: %w", err)
+		}
+		var id string
+		if m.Method == "" && json.Unmarshal(m.ID, &id) == nil && id == monitorID {
+			if len(m.Error) > 0 && string(m.Error) != "null" {
+				return fmt.Errorf("refused: %s", m.Error)
+			}
+			return conn.SetDeadline(time.Time{})
+		}
+		if !handleStream(conn, m, out) {
+			return errors.New("the connection failed")
+		}
+	}
+}
+
+// handleStream answers an echo or notes an update; false when the stream
+// must end.
+func handleStream(conn net.Conn, m message, out chan struct{}) bool {
+	switch {
+	case m.Method == "echo":
+		return reply(conn, m) == nil
+	case m.Method == "update", m.Method == "update2", m.Method == "update3":
+		select {
+		case out <- struct{}{}:
+		default:
+		}
+	case len(m.Error) > 0 && string(m.Error) != "null":
+		return false // a request failed
+	}
+	return true
 }
 
 func send(conn net.Conn, method string, params []any, id any) error {

@@ -12,6 +12,7 @@ import (
 	"io/fs"
 	"time"
 
+	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/wait"
@@ -60,7 +61,6 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 	if err != nil {
 		return nil, err
 	}
-	key := marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}
 	late := 0
 	for {
 		if gap := s.Gap(m.CreatedAt.Time, time.Now(), late); gap > 0 {
@@ -86,11 +86,17 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 			progress(next)
 			continue
 		}
-		// DEL may have removed the marker meanwhile: never bring it back.
-		if _, err := store.Read(key); errors.Is(err, fs.ErrNotExist) {
+		// DEL may have removed the marker meanwhile, or a new ADD of the
+		// attachment written another: never undo either.
+		err = store.Replace(next, func(old *marker.Marker) bool {
+			return old.State == marker.StatePending && old.CreatedAt.Equal(m.CreatedAt.Time)
+		})
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
 			return nil, fmt.Errorf("marker removed while its checks ran: %w", err)
-		}
-		if err := store.Write(next); err != nil {
+		case errors.Is(err, atomicfile.ErrChanged):
+			return nil, fmt.Errorf("marker rewritten while its checks ran: %w", err)
+		case err != nil:
 			return nil, err
 		}
 		return next, nil

@@ -3,6 +3,11 @@ package pending
 import (
 	"context"
 	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -59,5 +64,72 @@ func TestRecheckNeverGivesUpOnItsOwn(t *testing.T) {
 	}
 	if rounds < 3 {
 		t.Errorf("rounds = %d, want the re-check to keep going past its patience", rounds)
+	}
+}
+
+// TestRecheckNeverUndoesDELOrNewADD: when the checks turn ready, the
+// re-check writes its marker only over the very marker it started from. A
+// marker removed meanwhile (DEL) stays removed, and one a new ADD of the
+// same attachment wrote meanwhile stays as that ADD wrote it.
+func TestRecheckNeverUndoesDELOrNewADD(t *testing.T) {
+	tests := []struct {
+		name    string
+		meddle  func(t *testing.T, s marker.Store, m *marker.Marker)
+		wantErr string
+		want    *marker.Marker // on disk afterwards; nil: none
+	}{
+		{"untouched", func(*testing.T, marker.Store, *marker.Marker) {}, "", &marker.Marker{State: marker.StateReady}},
+		{"removed by DEL", func(t *testing.T, s marker.Store, m *marker.Marker) {
+			if err := s.Remove(marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName}); err != nil {
+				t.Fatal(err)
+			}
+		}, "marker removed while its checks ran", nil},
+		{"rewritten by a new ADD", func(t *testing.T, s marker.Store, m *marker.Marker) {
+			again := *m
+			again.CreatedAt = marker.Time{Time: m.CreatedAt.Add(time.Minute)}
+			if err := s.Write(&again); err != nil {
+				t.Fatal(err)
+			}
+		}, "marker rewritten while its checks ran", &marker.Marker{State: marker.StatePending}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			dir := t.TempDir()
+			s := marker.Store{Dir: filepath.Join(dir, "state")}
+			flag := filepath.Join(dir, "programmed")
+			m := &marker.Marker{
+				Version: marker.Version, Network: "podnet", ContainerID: "c1", IfName: "eth0", IPs: []string{"10.200.0.5/24"},
+				State: marker.StatePending, CreatedAt: marker.Time{Time: time.Now().Truncate(time.Millisecond)},
+				Pending: &marker.Pending{Checks: []config.CheckConf{{Kind: config.KindFile, Path: flag}}},
+			}
+			if err := s.Write(m); err != nil {
+				t.Fatal(err)
+			}
+			// The first round's progress says the checks are running: meddle
+			// then, and let them turn ready.
+			var once sync.Once
+			progress := func(*marker.Marker) {
+				once.Do(func() {
+					tt.meddle(t, s, m)
+					os.WriteFile(flag, nil, 0o644)
+				})
+			}
+			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			_, err := Recheck(ctx, s, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, progress)
+			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
+				t.Errorf("Recheck = %v, want error %q", err, tt.wantErr)
+			}
+			got, err := s.Read(marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName})
+			switch {
+			case tt.want == nil && !errors.Is(err, fs.ErrNotExist):
+				t.Errorf("marker on disk = %+v, %v; want none", got, err)
+			case tt.want != nil && (err != nil || got.State != tt.want.State):
+				t.Errorf("marker on disk = %+v, %v; want state %s", got, err, tt.want.State)
+			}
+			if entries, _ := os.ReadDir(filepath.Join(s.Dir, m.Network)); len(entries) > 1 {
+				t.Errorf("files left: %v", entries)
+			}
+		})
 	}
 }

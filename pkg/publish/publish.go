@@ -35,6 +35,11 @@ const (
 	ReasonMarkerUnreadable = "MarkerUnreadable"
 )
 
+// ReasonPublishRefused is the reason of the Warning Event on a pod whose
+// condition patch the API server refused for good (a policy, RBAC, an
+// invalid patch). It is never a reason of the condition.
+const ReasonPublishRefused = "PublishRefused"
+
 // maxMessage keeps the condition message readable in kubectl.
 const maxMessage = 1024
 

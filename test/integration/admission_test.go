@@ -190,6 +190,34 @@ func TestDeployAndAdmission(t *testing.T) {
 		}
 	})
 
+	t.Run("a condition the policy refuses is not retried at once, and gets one Event", func(t *testing.T) {
+		// A sidecar run with a type the policy does not allow: every patch
+		// of it is a 403, as with a mistyped --condition-type.
+		const other = "example.com/not-in-the-policy"
+		kc := a.kubeconfig("bound", a.boundToken(t, self))
+		p := plainPod("default", "refused", "node-a")
+		p.Spec.HostNetwork = true
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: other}}
+		p = a.create(t, p)
+		listen, _ := startSidecarWith(t, a, kc, t.TempDir(), "node-a", "--condition-type", other)
+		evs := strings.Join(eventsFor(t, a, p), "\n")
+		if !strings.Contains(evs, "Warning "+publish.ReasonPublishRefused) || !strings.Contains(evs, "netready-sidecar-scope") {
+			t.Errorf("events = %q, want a Warning %s naming the policy", evs, publish.ReasonPublishRefused)
+		}
+		// The work queue's backoff would have tried again four or five
+		// times by now; the refusal's is a minute.
+		time.Sleep(3 * time.Second)
+		m := metricsText(t, listen)
+		for _, want := range []string{"netready_publish_refused_pods 1", `netready_api_errors_total{reason="Forbidden"} 1` + "\n", `netready_publish_refused_total{reason="Forbidden"} 1`} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %q:\n%s", want, grepLines(m, "netready_"))
+			}
+		}
+		if got := eventsFor(t, a, p); len(got) != 1 {
+			t.Errorf("events = %q, want exactly one", got)
+		}
+	})
+
 	t.Run("readiness gate", func(t *testing.T) {
 		for _, ns := range []string{"gated", "plain"} {
 			n := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
@@ -245,6 +273,169 @@ func TestDeployAndAdmission(t *testing.T) {
 			if !slices.Equal(got, tt.want) {
 				t.Errorf("%s: readiness gates = %v, want %v", tt.name, got, tt.want)
 			}
+		}
+	})
+}
+
+// TestDeployOverlay applies an operator's overlay of deploy/ that moves
+// netready to another namespace and runs another condition type, both set
+// once (namespace:, and netready-settings). On the real kube-apiserver the
+// gate injected, the condition the moved sidecar may write and the
+// DaemonSet's flag must all follow; a missing netready-settings must not
+// block anyone's pods/status writes.
+func TestDeployOverlay(t *testing.T) {
+	const ns, custom = "netready-system", "example.com/net-ready"
+	a := startAPIServer(t)
+	ctx := context.Background()
+	deploy, err := filepath.Abs("../../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	// kustomize takes no absolute resource path.
+	rel, err := filepath.Rel(overlay, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namespace: %s
+resources: [%q]
+configMapGenerator:
+  - name: netready-settings
+    namespace: kube-system
+    behavior: merge
+    literals: [conditionType=%s]
+`, ns, rel, custom)), 0o644)
+	for _, n := range []string{ns, "gated"} {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if n == "gated" {
+			obj.Labels = map[string]string{"netready.io/readiness-gate": "enabled"}
+		}
+		if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Admin.CoreV1().ServiceAccounts("gated").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The harness applied deploy/rbac.yaml for kube-system; this apply takes
+	// its binding over, as an operator moving netready would.
+	a.kubectl(t, "apply", "-k", overlay, "--server-side", "--force-conflicts")
+
+	t.Run("the DaemonSet passes the settings' type to the sidecar", func(t *testing.T) {
+		ds, err := a.Admin.AppsV1().DaemonSets(ns).Get(ctx, "netready", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		cm, err := a.Admin.CoreV1().ConfigMaps(ns).Get(ctx, "netready-settings", metav1.GetOptions{})
+		if err != nil || cm.Data["conditionType"] != custom {
+			t.Fatalf("netready-settings in %s = %v, %v; want conditionType %s", ns, cm, err, custom)
+		}
+		for _, c := range ds.Spec.Template.Spec.Containers {
+			if c.Name != "sidecar" {
+				continue
+			}
+			if !slices.Contains(c.Command, "--condition-type=$(CONDITION_TYPE)") {
+				t.Errorf("sidecar command %v lacks --condition-type=$(CONDITION_TYPE)", c.Command)
+			}
+			i := slices.IndexFunc(c.Env, func(e corev1.EnvVar) bool { return e.Name == "CONDITION_TYPE" })
+			if i < 0 || c.Env[i].ValueFrom == nil || c.Env[i].ValueFrom.ConfigMapKeyRef == nil ||
+				c.Env[i].ValueFrom.ConfigMapKeyRef.Name != "netready-settings" || c.Env[i].ValueFrom.ConfigMapKeyRef.Key != "conditionType" {
+				t.Errorf("sidecar env %+v: want CONDITION_TYPE from netready-settings' conditionType", c.Env)
+			}
+		}
+	})
+
+	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	self := plainPod(ns, "netready-abcde", "node-a")
+	self.Spec.ServiceAccountName = "netready-sidecar"
+	self = a.create(t, self)
+	sidecar := kubernetes.NewForConfigOrDie(a.config(a.boundToken(t, self)))
+	pod := a.create(t, plainPod("default", "web", "node-a"))
+	cond := func(typ string) []byte {
+		p, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: corev1.PodConditionType(typ), Status: corev1.ConditionTrue,
+			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
+		return p
+	}
+	patch := func(c kubernetes.Interface, body []byte) error {
+		_, err := c.CoreV1().Pods("default").Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		return err
+	}
+	// Live once the moved sidecar is refused the default type.
+	for start := time.Now(); patch(sidecar, cond(publish.DefaultConditionType)) == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the scope policy never applied to the sidecar in %s", ns)
+		}
+		a.Admin.CoreV1().Pods("default").Patch(ctx, pod.Name, types.JSONPatchType, []byte(`[{"op":"remove","path":"/status/conditions"}]`), metav1.PatchOptions{}, "status")
+	}
+	t.Run("the moved sidecar may write the settings' type and nothing else", func(t *testing.T) {
+		if err := patch(sidecar, cond(custom)); err != nil {
+			t.Errorf("the sidecar setting %s = %v, want allowed", custom, err)
+		}
+		err := patch(sidecar, cond(publish.DefaultConditionType))
+		if err == nil || !strings.Contains(err.Error(), "may only change the condition "+custom) {
+			t.Errorf("the sidecar setting the default type = %v, want a denial naming %s", err, custom)
+		}
+		if err := patch(sidecar, []byte(`{"metadata":{"labels":{"app":"hijacked"}}}`)); err == nil {
+			t.Error("the sidecar changed a label through pods/status")
+		}
+	})
+
+	gates := func(p *corev1.Pod) (out []string) {
+		for _, g := range p.Spec.ReadinessGates {
+			out = append(out, string(g.ConditionType))
+		}
+		return out
+	}
+	t.Run("the injected gate is the settings' type", func(t *testing.T) {
+		var got []string
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, plainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil {
+				if got = gates(p); len(got) > 0 {
+					break
+				}
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("the MutatingAdmissionPolicy never took effect: %v", err)
+			}
+		}
+		if !slices.Equal(got, []string{custom}) {
+			t.Errorf("readiness gates = %v, want [%s]", got, custom)
+		}
+		already := plainPod("gated", "already", "")
+		already.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: custom}}
+		if got := gates(a.create(t, already)); !slices.Equal(got, []string{custom}) {
+			t.Errorf("a pod already gated on %s: gates = %v, want it once", custom, got)
+		}
+	})
+
+	t.Run("without netready-settings nothing is blocked", func(t *testing.T) {
+		if err := a.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, "netready-settings", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The policies see the deletion through an informer: wait until a
+		// created pod is no longer gated, boundedly.
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, plainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil && len(gates(p)) == 0 {
+				break
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("pods are still gated (or refused: %v) 30 s after netready-settings was deleted", err)
+			}
+		}
+		other := plainPod("default", "other", "node-a")
+		other = a.create(t, other)
+		if _, err := a.Admin.CoreV1().Pods("default").Patch(ctx, other.Name, types.StrategicMergePatchType,
+			[]byte(`{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`), metav1.PatchOptions{}, "status"); err != nil {
+			t.Errorf("a pods/status write by another user with netready-settings gone = %v, want allowed", err)
+		}
+		if err := patch(sidecar, cond(custom)); err != nil {
+			t.Errorf("the sidecar's own write with netready-settings gone = %v, want allowed (RBAC alone)", err)
 		}
 	})
 }

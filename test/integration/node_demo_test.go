@@ -9,8 +9,6 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
-
-	corev1 "k8s.io/api/core/v1"
 )
 
 // TestNodeDemo is `make demo-node`: the node of TestNode, netready deployed
@@ -43,7 +41,7 @@ func TestNodeDemo(t *testing.T) {
 	t.Logf("agent programmed the pod %.1fs after create; Ready %.2fs after that; marker: state %s, waited %d ms",
 		wrote.Sub(created).Seconds(), time.Since(wrote).Seconds()-1, m.State, m.WaitedMs)
 	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodConditionType("networking.kubernetes.io/pod-network-ready") {
+		if c.Type == nodeConditionType {
 			t.Logf("condition %s=%s reason %s: %s", c.Type, c.Status, c.Reason, c.Message)
 		}
 	}

@@ -36,6 +36,9 @@ const (
 	nodeSubnet  = "10.200.90.0/28" // 13 pod addresses: the pool scenario fills it
 	nodeBridge  = "nrnode0"
 	nodeCgroup  = "nr-node-kubelet"
+	// The overlay runs a condition type other than the default, set once
+	// in netready-settings: the sidecar's flag and the policies follow it.
+	nodeConditionType = "example.com/node-network-ready"
 )
 
 // k8sNode is a single-node Kubernetes: etcd, kube-apiserver, containerd,

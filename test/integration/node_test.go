@@ -93,7 +93,7 @@ func nodePod(name string, gated bool) *corev1.Pod {
 			Containers: []corev1.Container{{Name: "app", Image: "netready.test/pause:1", ImagePullPolicy: corev1.PullNever}}},
 	}
 	if gated {
-		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: nodeConditionType}}
 	}
 	return p
 }
@@ -290,7 +290,7 @@ func TestNode(t *testing.T) {
 		if m := n.markerFor(p); m == nil {
 			t.Error("the ungated pod has no marker")
 		}
-		if c := publish.Current(p, publish.DefaultConditionType); c != nil {
+		if c := publish.Current(p, nodeConditionType); c != nil {
 			t.Errorf("the ungated pod got the condition %+v", c)
 		}
 	})
@@ -326,7 +326,7 @@ func TestNode(t *testing.T) {
 		if m := n.markerFor(p); m == nil || m.State != marker.StateReady || m.WaitedMs < 1000 {
 			t.Errorf("marker = %+v, want ready after a wait", m)
 		}
-		if c := publish.Current(p, publish.DefaultConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
+		if c := publish.Current(p, nodeConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
 			t.Errorf("condition = %+v", c)
 		}
 	})
@@ -416,7 +416,7 @@ func TestNode(t *testing.T) {
 		if m := n.markerFor(p); m == nil || m.State != marker.StatePending {
 			t.Errorf("marker = %+v, want pending", m)
 		}
-		if c := publish.Current(p, publish.DefaultConditionType); c == nil || c.Status != corev1.ConditionFalse {
+		if c := publish.Current(p, nodeConditionType); c == nil || c.Status != corev1.ConditionFalse {
 			t.Logf("condition while pending: %+v", c)
 		}
 		wrote := <-programmed

@@ -157,6 +157,13 @@ func TestOVNKubernetesPreset(t *testing.T) {
 		for range events {
 		}
 	})
+	t.Run("the monitor returns the server's refusal", func(t *testing.T) {
+		db := startOVSDB(t)
+		_, err := ovsdb.Monitor(ctx, db.sock, "No_Such_Database", "Interface", []string{"external_ids"})
+		if err == nil || !strings.Contains(err.Error(), "refused") {
+			t.Errorf("Monitor of a database the server does not have = %v, want its refusal", err)
+		}
+	})
 	t.Run("database not there", func(t *testing.T) {
 		n := ovnNet(t, filepath.Join(t.TempDir(), "db.sock"), "1500ms")
 		expectOVNTimeout(t, n, &libcni.RuntimeConf{ContainerID: "ovn-" + n.ID, IfName: "eth0", Args: pod}, "no such file or directory")

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
 )
 
 const testNode = "node-1"
@@ -203,5 +204,38 @@ func TestSidecar(t *testing.T) {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
+	}
+}
+
+// TestStalePodUIDIsRefused: the guard of every condition patch, on the real
+// kube-apiserver. A pod recreated under its name has a new UID; a patch
+// naming the old one must be refused as the sidecar expects (409, or 422
+// on metadata.uid: both mean "never this pod again"), and change nothing.
+func TestStalePodUIDIsRefused(t *testing.T) {
+	a := startAPIServer(t)
+	ctx := context.Background()
+	old := a.create(t, plainPod("default", "web", "node-a"))
+	if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		t.Fatal(err)
+	}
+	now := a.create(t, plainPod("default", "web", "node-a"))
+	if now.UID == old.UID {
+		t.Fatal("the recreated pod kept its UID")
+	}
+	body, _ := publish.Patch(old.UID, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
+		Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
+	_, err := a.Admin.CoreV1().Pods("default").Patch(ctx, "web", types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+	t.Logf("patch naming the old UID: %v (reason %s)", err, apierrors.ReasonForError(err))
+	uidCause := false
+	if s, ok := err.(apierrors.APIStatus); ok && s.Status().Details != nil {
+		for _, c := range s.Status().Details.Causes {
+			uidCause = uidCause || c.Field == "metadata.uid"
+		}
+	}
+	if !apierrors.IsConflict(err) && !(apierrors.IsInvalid(err) && uidCause) {
+		t.Errorf("patch naming the old UID = %v, want 409, or 422 with a metadata.uid cause", err)
+	}
+	if _, c := a.condition("web"); c != nil {
+		t.Errorf("the recreated pod got the condition: %+v", c)
 	}
 }
