@@ -10,23 +10,32 @@ K8S_BIN := $(CACHE)/k8s
 CRIO_BIN := $(CACHE)/crio
 TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN)
 
-.PHONY: all build image demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
+.PHONY: all build image release demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
 
 all: build
 
+# Every binary reports VERSION (`--version`, the CNI VERSION verb, the
+# plugin's log lines), through the variable the reference plugins stamp.
+VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+LDFLAGS := -s -w -X github.com/containernetworking/plugins/pkg/utils/buildversion.BuildVersion=$(VERSION)
 build:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./plugins/meta/netready
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/ ./cmd/...
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./plugins/meta/netready
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
 
-# The OCI image ghcr.io/netready/netready:$(VERSION) as an archive, built
-# without Docker: static binaries on a scratch base.
-VERSION ?= dev
+# The OCI image ghcr.io/netready/netready:dev as an archive, built without
+# Docker: static binaries on a scratch base. deploy/ names that tag; a
+# release pins its own (make release).
 image: build
-	scripts/image.sh $(BIN) $(VERSION) $(BIN)/netready-image.tar
+	scripts/image.sh $(BIN) dev $(BIN)/netready-image.tar
 
 deps:
 	@scripts/deps.sh
+
+# dist/: binaries, SBOMs and the image for linux/amd64 and linux/arm64,
+# deploy/ pinned to VERSION, and SHA256SUMS. VERSION must be a tag (v0.3.0).
+release:
+	scripts/release.sh $(VERSION) $(CURDIR)/dist $(CACHE)
 
 tools:
 	@scripts/build-tools.sh $(CNI_BIN)

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/utils/buildversion"
 	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/config"
@@ -61,8 +62,13 @@ func run(args []string) int {
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry (the binary stays)")
 	fs.DurationVar(&o.Resync, "resync", time.Minute, "with --watch, re-check this often even without events")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "give up waiting for a CNI config after this long (0: wait until stopped)")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("netready-install " + buildversion.BuildVersion)
+		return 0
 	}
 	o.Defaults()
 	if err := o.Validate(); err != nil {

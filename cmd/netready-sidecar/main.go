@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/containernetworking/plugins/pkg/utils/buildversion"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/util/validation"
@@ -68,8 +69,13 @@ func run(args []string) int {
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the node's CNI config folder, read-only: pools of entries with status.ipam are watched there, and with poolAction taint a short pool taints the node; empty turns the pool watch off")
 	fs.DurationVar(&o.PoolResync, "pool-resync", time.Minute, "count every pool and compare with the Node this often, besides inotify")
 	fs.DurationVar(&o.PoolForgetAfter, "pool-forget-after", 30*time.Second, "how long a network whose netready entry left the CNI config (a vendor's rewrite) is still counted, keeping its taint and hysteresis")
+	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
+	}
+	if *showVersion {
+		fmt.Println("netready-sidecar " + buildversion.BuildVersion)
+		return 0
 	}
 	if err := o.Validate(); err != nil {
 		log.Error("invalid options", "err", strings.ReplaceAll(err.Error(), "\n", "; "))

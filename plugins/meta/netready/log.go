@@ -6,6 +6,7 @@ import (
 	"os"
 
 	"github.com/containernetworking/cni/pkg/skel"
+	"github.com/containernetworking/plugins/pkg/utils/buildversion"
 )
 
 // openLog returns a logger into the optional log file. Stdout belongs to the
@@ -22,6 +23,6 @@ func openLog(path, verb string, args *skel.CmdArgs) (*slog.Logger, func()) {
 		return slog.New(slog.DiscardHandler), func() {}
 	}
 	log := slog.New(slog.NewTextHandler(f, nil)).With(
-		"verb", verb, "pid", os.Getpid(), "containerID", args.ContainerID, "ifName", args.IfName)
+		"verb", verb, "version", buildversion.BuildVersion, "pid", os.Getpid(), "containerID", args.ContainerID, "ifName", args.IfName)
 	return log, func() { f.Close() }
 }
