@@ -47,11 +47,15 @@ const (
 	// it clears.
 	unreadableRetry = 5 * time.Second
 	// A patch the API server refuses for good (a policy's 403, a 422) is
-	// sent again after refusedMin, doubling to refusedMax: a node of
-	// refused pods costs one request per pod per refusedMax, not ten a
-	// second.
-	refusedMin = time.Minute
-	refusedMax = 10 * time.Minute
+	// sent again after refusedMin, then four times as long each time up
+	// to refusedMax (5 s, 20 s, 80 s, 320 s, 10 min): a node of refused
+	// pods costs one request per pod per refusedMax, not ten a second.
+	// The first retry comes soon because a restarting API server answers
+	// 403 until its RBAC cache is filled (TestSidecar's restart subtest
+	// saw it for about five seconds).
+	refusedMin    = 5 * time.Second
+	refusedGrowth = 4
+	refusedMax    = 10 * time.Minute
 	// messageEvery: a condition whose status and reason stay the same is
 	// rewritten for its message alone at most this often. A pending
 	// check's reason may change on every probe (an ephemeral port, an
@@ -157,6 +161,10 @@ func (c *controller) mux(metricsHandler http.Handler, h *health) *http.ServeMux 
 	mux.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
 		if !c.ready.Load() {
 			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)
+			return
+		}
+		if why := h.unreadyReason(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")
@@ -594,7 +602,7 @@ func uidMismatch(err error) bool {
 func (c *controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
 	c.mu.Lock()
 	r, again := c.refused[pod.UID]
-	r.backoff = min(max(2*r.backoff, refusedMin), refusedMax)
+	r.backoff = min(max(refusedGrowth*r.backoff, refusedMin), refusedMax)
 	r.want, r.until = want, c.now().Add(r.backoff)
 	c.refused[pod.UID] = r
 	c.metrics.refusedPods.Set(float64(len(c.refused)))

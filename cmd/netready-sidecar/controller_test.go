@@ -521,7 +521,7 @@ func TestScanForgetsVanishedMarkers(t *testing.T) {
 }
 
 // TestRefusedPatchBacksOff: a patch the API server refuses for good (a
-// policy's 403) is not retried at the work queue's pace but after minutes,
+// policy's 403) is not retried at the work queue's pace but backs off to minutes,
 // with one Warning Event per pod and the pods counted in a metric; a new
 // condition for the pod is sent at once, and its success clears the count.
 func TestRefusedPatchBacksOff(t *testing.T) {
@@ -540,7 +540,7 @@ func TestRefusedPatchBacksOff(t *testing.T) {
 	h.writeMarker(b, "podnet", "eth0", marker.StateReady, now)
 	h.run()
 	if n := h.settle(); n != 2 {
-		t.Errorf("patches while refused = %d, want 2 (one per pod, then minutes of backoff)", n)
+		t.Errorf("patches while refused = %d, want 2 (one per pod, then a backoff that grows to minutes)", n)
 	}
 	var refusals []string
 	for _, e := range h.events() {
@@ -643,4 +643,22 @@ func TestProgressMessagesAreDebounced(t *testing.T) {
 	}
 	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
 	h.waitFor("web-0", "True once ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+}
+
+// TestRefusalBackoffSchedule: a refused pod is tried again soon once (an
+// API server that just started answers 403 until its RBAC cache is
+// filled), then at minutes.
+func TestRefusalBackoffSchedule(t *testing.T) {
+	pod := gatedPod("web-a", "u-a")
+	h := newHarness(t, nil, pod)
+	want := corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue, Reason: publish.ReasonProgrammed}
+	forbidden := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "web-a", errors.New("RBAC: not yet"))
+	var got []time.Duration
+	for range 7 {
+		got = append(got, h.c.refuse(pod, want, forbidden))
+	}
+	wantSchedule := []time.Duration{5 * time.Second, 20 * time.Second, 80 * time.Second, 320 * time.Second, 10 * time.Minute, 10 * time.Minute, 10 * time.Minute}
+	if diff := cmp.Diff(wantSchedule, got); diff != "" {
+		t.Errorf("backoff (-want +got):\n%s", diff)
+	}
 }
