@@ -8,9 +8,12 @@ CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 CRIO_BIN := $(CACHE)/crio
-TEST_ENV := NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN)
+# The release `make test` builds and checks, as `make release` would.
+TEST_VERSION := v0.0.0-test
+TEST_DIST := $(BIN)/dist
+TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN)
 
-.PHONY: all build image release demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
+.PHONY: all build image release test-release demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -34,8 +37,11 @@ deps:
 
 # dist/: binaries, SBOMs and the image for linux/amd64 and linux/arm64,
 # deploy/ pinned to VERSION, and SHA256SUMS. VERSION must be a tag (v0.3.0).
-release:
+release: deps
 	scripts/release.sh $(VERSION) $(CURDIR)/dist $(CACHE)
+
+test-release: deps
+	scripts/release.sh $(TEST_VERSION) $(TEST_DIST) $(CACHE) >/dev/null
 
 tools:
 	@scripts/build-tools.sh $(CNI_BIN)
@@ -54,12 +60,12 @@ demo: deps tools build
 
 # The node of the node test, one gated pod and a slow agent, watched with
 # kubectl get pod -w; then everything is torn down.
-demo-node: deps tools containerd k8s build image
+demo-node: deps tools containerd k8s build image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags 'integration demo' -count=1 -run '^TestNodeDemo$$' -v -timeout 10m ./test/integration/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s crio build image unit integration
+test: deps tools containerd k8s crio build image test-release unit integration
 
 unit:
 	$(GO) test -count=1 ./...

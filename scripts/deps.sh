@@ -16,6 +16,8 @@ dpkg -s libseccomp-dev >/dev/null 2>&1 || need+=(libseccomp-dev)
 command -v gcc >/dev/null      || need+=(gcc libc6-dev)
 command -v make >/dev/null     || need+=(make)
 command -v pkg-config >/dev/null || need+=(pkg-config)
+# The release's image root: iptables' libraries, found with readelf.
+command -v readelf >/dev/null  || need+=(binutils)
 
 # ovsdb-server for the ovn-kubernetes preset's tests. Installing the
 # package must not start Open vSwitch on the host: policy-rc.d (exit 101)

@@ -35,7 +35,9 @@ for arch in "${arches[@]}"; do
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$bin" -czf "$out/netready-$version-linux-$arch.tar.gz" \
     netready netready-install netready-sidecar
   for b in netready netready-install netready-sidecar; do
-    "$tools/cyclonedx-gomod" bin -json -version "$version" -output "$out/$b-$version-linux-$arch.cdx.json" "$bin/$b" \
+    # cyclonedx-gomod takes the purl's goos/goarch from its environment,
+    # not from the binary's build info.
+    GOOS=linux GOARCH=$arch "$tools/cyclonedx-gomod" bin -json -version "$version" -output "$out/$b-$version-linux-$arch.cdx.json" "$bin/$b" \
       || die "SBOM of $b ($arch) failed"
   done
   rootfs="$work/$arch/rootfs"
@@ -44,7 +46,7 @@ for arch in "${arches[@]}"; do
   "$root/scripts/iptables-rootfs.sh" "$arch" "$rootfs" "$cache/release-debs"
   platforms+=("$arch=$rootfs")
 done
-(IFS=,; "$root/scripts/oci-archive.sh" "${platforms[*]}" /bin/netready-sidecar "$image:$version" "$out/netready-$version-image.oci.tar")
+(IFS=,; "$root/scripts/oci-archive.sh" "${platforms[*]}" /bin/netready-sidecar "$image:$version" "$out/netready-image.tar")
 
 # deploy/, with the image pinned to this release.
 cp -r "$root/deploy" "$work/deploy"

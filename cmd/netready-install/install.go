@@ -321,8 +321,9 @@ func (in *installer) newWatcher() (*fsnotify.Watcher, error) {
 // debounce lets a burst of events (write, rename, remove) settle.
 const debounce = 20 * time.Millisecond
 
-// watch keeps the entry in place until ctx ends: inotify events, a re-check
-// right after the watch is armed, and a periodic resync as a safety net.
+// watch keeps the entry in place (with Uninstall: out) until ctx ends:
+// inotify events, a re-check right after the watch is armed, and a
+// periodic resync as a safety net.
 func (in *installer) watch(ctx context.Context) error {
 	w, err := in.newWatcher()
 	if err != nil {
@@ -332,8 +333,14 @@ func (in *installer) watch(ctx context.Context) error {
 	resync := time.NewTicker(in.opts.Resync)
 	defer resync.Stop()
 	waiting := false
+	apply, stopping := in.ensure, "stopping; the entry stays in place"
+	if in.opts.Uninstall {
+		// An uninstall DaemonSet: the entry stays out while it runs, even
+		// if a late installer or a vendor's copy brings it back.
+		apply, stopping = in.uninstall, "stopping; the entry stays out"
+	}
 	check := func() error {
-		err := in.ensure()
+		err := apply()
 		switch {
 		case waitable(err):
 			if !waiting {
@@ -350,7 +357,7 @@ func (in *installer) watch(ctx context.Context) error {
 			return nil
 		}
 		waiting = false
-		if in.opts.Mode == ModePluginDir {
+		if in.opts.Mode == ModePluginDir && !in.opts.Uninstall {
 			if f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network); err == nil {
 				w.Add(filepath.Join(in.opts.ConfDir, f.Network))
 			}
@@ -364,7 +371,7 @@ func (in *installer) watch(ctx context.Context) error {
 	for {
 		select {
 		case <-ctx.Done():
-			in.log.Info("stopping; the entry stays in place")
+			in.log.Info(stopping)
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {

@@ -278,3 +278,38 @@ func TestWarnsOnOldCNIVersion(t *testing.T) {
 		t.Errorf("cniVersion changed:\n%s", data)
 	}
 }
+
+// TestUninstallWatchKeepsTheEntryOut: the uninstall DaemonSet's installer
+// takes the entry out, takes it out again when a copy brings it back, and
+// leaves it out when stopped.
+func TestUninstallWatchKeepsTheEntryOut(t *testing.T) {
+	conf := t.TempDir()
+	path := filepath.Join(conf, "10-net.conflist")
+	with := `{"cniVersion":"1.1.0","name":"net","plugins":[{"type":"ptp"},{"type":"netready"}]}`
+	os.WriteFile(path, []byte(with), 0o644)
+	in := testInstaller(t, options{ConfDir: conf, Uninstall: true, Watch: true, Resync: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- in.watch(ctx) }()
+	out := func(what string) {
+		t.Helper()
+		for start := time.Now(); time.Since(start) < 10*time.Second; time.Sleep(20 * time.Millisecond) {
+			if data, _ := os.ReadFile(path); len(data) > 0 && !strings.Contains(string(data), "netready") {
+				return
+			}
+		}
+		data, _ := os.ReadFile(path)
+		t.Fatalf("%s: the entry is still there: %s", what, data)
+	}
+	out("at start")
+	os.WriteFile(path+".tmp", []byte(with), 0o644)
+	os.Rename(path+".tmp", path)
+	out("after a copy brought it back")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("watch: %v", err)
+	}
+	if data, _ := os.ReadFile(path); strings.Contains(string(data), "netready") {
+		t.Errorf("the entry is back after stop: %s", data)
+	}
+}

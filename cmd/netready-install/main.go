@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/utils/buildversion"
 	"golang.org/x/sys/unix"
+	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
@@ -55,20 +57,24 @@ func run(args []string) int {
 	fs.StringVar(&o.ConfDir, "conf-dir", "/etc/cni/net.d", "the runtime's CNI configuration folder")
 	fs.StringVar(&o.BinDir, "bin-dir", "/opt/cni/bin", "the runtime's CNI plugin folder")
 	fs.StringVar(&o.Network, "network", "", "install into the config of this network (default: the file the runtime picks)")
-	fs.StringVar(&o.Config, "config", "", `netready's entry: a JSON file, or inline JSON (default {"type": "netready"})`)
+	fs.StringVar(&o.Config, "config", "", `netready's entry: a JSON file, a folder of *.json fragments merged in name order (RFC 7386), or inline JSON (default {"type": "netready"})`)
 	fs.StringVar(&o.PluginBinary, "plugin-binary", "", "the plugin to copy (default: netready beside this program)")
 	fs.StringVar(&o.Mode, "mode", ModeConflist, "conflist: append to the chain; plugin-dir: write <conf-dir>/<network>/netready.conf (libcni 1.3+)")
-	fs.BoolVar(&o.Watch, "watch", false, "keep the entry in place until stopped")
+	fs.BoolVar(&o.Watch, "watch", false, "keep the entry in place until stopped (with --uninstall: keep it out)")
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry (the binary stays)")
 	fs.DurationVar(&o.Resync, "resync", time.Minute, "with --watch, re-check this often even without events")
 	fs.DurationVar(&o.WaitTimeout, "wait-timeout", 0, "give up waiting for a CNI config after this long (0: wait until stopped)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	validate := fs.String("validate", "", `check the entry (or the conflist's netready entry) in this file ("-": stdin) with the plugin's rules, print every problem and exit 1 if any; nothing is written`)
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
 	if *showVersion {
 		fmt.Println("netready-install " + buildversion.BuildVersion)
 		return 0
+	}
+	if *validate != "" {
+		return validateFile(*validate, os.Stdin, os.Stdout)
 	}
 	o.Defaults()
 	if err := o.Validate(); err != nil {
@@ -86,7 +92,7 @@ func run(args []string) int {
 	in := newInstaller(o, log)
 	var err error
 	switch {
-	case o.Uninstall:
+	case o.Uninstall && !o.Watch:
 		err = in.uninstall()
 	case o.Watch:
 		// A stop is a restart or an upgrade, not an uninstall: the entry
@@ -129,9 +135,6 @@ func (o *options) Validate() error {
 	if o.Mode != ModeConflist && o.Mode != ModePluginDir {
 		errs = append(errs, fmt.Errorf("--mode %q must be %q or %q", o.Mode, ModeConflist, ModePluginDir))
 	}
-	if o.Watch && o.Uninstall {
-		errs = append(errs, errors.New("--watch and --uninstall do not go together"))
-	}
 	if !o.Uninstall {
 		if info, err := os.Stat(o.PluginBinary); err != nil {
 			errs = append(errs, fmt.Errorf("--plugin-binary: %w", err))
@@ -144,13 +147,55 @@ func (o *options) Validate() error {
 	case strings.HasPrefix(c, "{"), strings.HasPrefix(c, "["):
 		o.snippet = []byte(c)
 	default:
-		data, err := os.ReadFile(c)
+		data, err := readConfig(c)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("--config: %w", err))
 		}
 		o.snippet = data
 	}
 	return errors.Join(errs...)
+}
+
+// readConfig reads the entry from a file, or from a folder of fragments:
+// its *.json files in name order, each a JSON merge patch (RFC 7386) on
+// the ones before, so that kustomize components can each add keys to one
+// ConfigMap (a list such as "checks" is replaced, not appended to).
+func readConfig(path string) ([]byte, error) {
+	info, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !info.IsDir() {
+		return os.ReadFile(path)
+	}
+	entries, err := os.ReadDir(path)
+	if err != nil {
+		return nil, err
+	}
+	merged := []byte("{}")
+	n := 0
+	for _, e := range entries {
+		// A ConfigMap volume keeps its real files in ..data folders.
+		if strings.HasPrefix(e.Name(), ".") || filepath.Ext(e.Name()) != ".json" {
+			continue
+		}
+		frag, err := os.ReadFile(filepath.Join(path, e.Name()))
+		if err != nil {
+			return nil, err
+		}
+		var obj map[string]json.RawMessage
+		if err := json.Unmarshal(frag, &obj); err != nil {
+			return nil, fmt.Errorf("%s: must be a JSON object: %w", e.Name(), err)
+		}
+		if merged, err = jsonpatch.MergePatch(merged, frag); err != nil {
+			return nil, fmt.Errorf("%s: %w", e.Name(), err)
+		}
+		n++
+	}
+	if n == 0 {
+		return nil, fmt.Errorf("%s holds no *.json fragment", path)
+	}
+	return merged, nil
 }
 
 // validateEntry checks the entry with the plugin's own rules before any

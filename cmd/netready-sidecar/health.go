@@ -8,37 +8,53 @@ import (
 	"sync"
 )
 
-// health is what /healthz reports: the parts of the sidecar that run on
-// their own and are failing, with why. kubelet restarts the container
-// when it fails long enough.
+// health is what /healthz and /readyz report besides the pod cache: the
+// parts of the sidecar that run on their own and are failing (/healthz:
+// kubelet restarts the container when it fails long enough), and work
+// that /readyz waits for, such as an uninstall's lifting of the taint,
+// which a restart would not help.
 type health struct {
 	mu      sync.Mutex
 	failing map[string]error
+	unready map[string]error
 }
 
-func newHealth() *health { return &health{failing: map[string]error{}} }
+func newHealth() *health { return &health{failing: map[string]error{}, unready: map[string]error{}} }
 
 // set records a part's state: nil when it runs.
-func (h *health) set(part string, err error) {
+func (h *health) set(part string, err error) { h.record(h.failing, part, err) }
+
+// setUnready records work /readyz waits for: nil when it is done.
+func (h *health) setUnready(part string, err error) { h.record(h.unready, part, err) }
+
+func (h *health) record(m map[string]error, part string, err error) {
 	h.mu.Lock()
 	defer h.mu.Unlock()
 	if err == nil {
-		delete(h.failing, part)
+		delete(m, part)
 	} else {
-		h.failing[part] = err
+		m[part] = err
 	}
 }
 
-func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+// problems lists m's entries, sorted, one a line; "" when there is none.
+func (h *health) problems(m map[string]error) string {
 	h.mu.Lock()
-	var problems []string
-	for part, err := range h.failing {
-		problems = append(problems, fmt.Sprintf("%s: %v", part, err))
+	defer h.mu.Unlock()
+	var lines []string
+	for part, err := range m {
+		lines = append(lines, fmt.Sprintf("%s: %v", part, err))
 	}
-	h.mu.Unlock()
-	if len(problems) > 0 {
-		slices.Sort(problems)
-		http.Error(w, strings.Join(problems, "\n"), http.StatusServiceUnavailable)
+	slices.Sort(lines)
+	return strings.Join(lines, "\n")
+}
+
+// unreadyReason says what /readyz waits for, or "".
+func (h *health) unreadyReason() string { return h.problems(h.unready) }
+
+func (h *health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	if p := h.problems(h.failing); p != "" {
+		http.Error(w, p, http.StatusServiceUnavailable)
 		return
 	}
 	fmt.Fprintln(w, "ok")

@@ -48,6 +48,7 @@ type options struct {
 	CNIConfDir      string
 	PoolResync      time.Duration
 	PoolForgetAfter time.Duration
+	Uninstall       bool
 }
 
 func main() { os.Exit(run(os.Args[1:])) }
@@ -69,6 +70,7 @@ func run(args []string) int {
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the node's CNI config folder, read-only: pools of entries with status.ipam are watched there, and with poolAction taint a short pool taints the node; empty turns the pool watch off")
 	fs.DurationVar(&o.PoolResync, "pool-resync", time.Minute, "count every pool and compare with the Node this often, besides inotify")
 	fs.DurationVar(&o.PoolForgetAfter, "pool-forget-after", 30*time.Second, "how long a network whose netready entry left the CNI config (a vendor's rewrite) is still counted, keeping its taint and hysteresis")
+	fs.BoolVar(&o.Uninstall, "uninstall", false, "netready is being removed: take its taint and NetworkPoolExhausted condition off this node (/readyz waits for it) and watch no pool; markers still on the node are still published")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2
@@ -108,7 +110,7 @@ func run(args []string) int {
 		}
 	}()
 	defer srv.Close()
-	if o.CNIConfDir != "" {
+	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
 		// pod publishing. Sharing one client, a Node that could not be
 		// read (404, retried with backoff) slowed every pod patch to one
@@ -118,7 +120,11 @@ func run(args []string) int {
 			log.Error("Kubernetes client", "err", err)
 			return 1
 		}
-		go newPoolWatcher(o, nodeClient, log, c.metrics, h).run(ctx)
+		if o.Uninstall {
+			go liftAll(ctx, nodeClient, o.NodeName, log, h)
+		} else {
+			go newPoolWatcher(o, nodeClient, log, c.metrics, h).run(ctx)
+		}
 	}
 	if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {
 		log.Error("failed", "err", err)

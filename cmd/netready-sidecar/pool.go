@@ -426,3 +426,45 @@ func (w *poolWatcher) note(err error) {
 		w.log.Info("CNI config readable, every entry valid", "confDir", w.confDir)
 	}
 }
+
+// liftAll is the pool side of an uninstall: it takes netready's taint and
+// condition off the node, retrying with backoff until that is done or ctx
+// ends. /readyz waits for it, so that a rolled-out uninstall DaemonSet
+// means every node is clear.
+func liftAll(ctx context.Context, nodes kube, node string, log *slog.Logger, h *health) {
+	log = log.With("part", "pool")
+	lift := func() error {
+		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		defer cancel()
+		n, err := nodes.GetNode(ctx, node)
+		if err != nil {
+			return fmt.Errorf("get node: %w", err)
+		}
+		if p := taint.SpecPatch(n, false); p != nil {
+			if n, err = nodes.PatchNode(ctx, node, types.MergePatchType, p); err != nil {
+				return fmt.Errorf("remove the taint: %w", err)
+			}
+		}
+		if p := taint.RemoveConditionPatch(n); p != nil {
+			if _, err := nodes.PatchNode(ctx, node, types.StrategicMergePatchType, p, "status"); err != nil {
+				return fmt.Errorf("remove the %s condition: %w", taint.ConditionType, err)
+			}
+		}
+		return nil
+	}
+	h.setUnready(healthPart, errors.New("uninstall: the taint is not lifted yet"))
+	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
+		err := lift()
+		if err == nil {
+			h.setUnready(healthPart, nil)
+			log.Info("uninstall: the node carries no netready taint or condition", "taint", taint.Key)
+			return
+		}
+		log.Error("uninstall: could not lift the taint; will retry", "err", err, "retryAfter", backoff)
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(backoff):
+		}
+	}
+}

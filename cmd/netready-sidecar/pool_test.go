@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -80,5 +81,39 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: not within 10s", what)
 		}
+	}
+}
+
+// TestUninstallLiftsTaintAndCondition: --uninstall takes the taint and the
+// condition off, keeps other taints and conditions, and /readyz waits
+// for it.
+func TestUninstallLiftsTaintAndCondition(t *testing.T) {
+	const node = "n1"
+	other := corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule}
+	client := fake.NewClientset(&corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{other, {Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			taint.Condition(true, "podnet: 13 of 13 addresses in use"),
+		}},
+	})
+	h := newHealth()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	liftAll(ctx, fakeKube{client}, node, slog.New(slog.NewTextHandler(io.Discard, nil)), h)
+	n, _ := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if diff := cmp.Diff([]corev1.Taint{other}, n.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	var types []corev1.NodeConditionType
+	for _, c := range n.Status.Conditions {
+		types = append(types, c.Type)
+	}
+	if diff := cmp.Diff([]corev1.NodeConditionType{corev1.NodeReady}, types); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if why := h.unreadyReason(); why != "" {
+		t.Errorf("/readyz still waits: %s", why)
 	}
 }

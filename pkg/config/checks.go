@@ -33,6 +33,13 @@ const (
 	DefaultCalicoStatusDir = "/var/run/calico/endpoint-status"
 )
 
+// presetChecks is the check a top-level "preset" adds.
+var presetChecks = map[string]CheckConf{
+	PresetCalico:        {Kind: KindFile, Preset: PresetCalico},
+	PresetCilium:        {Kind: KindHTTP, Preset: PresetCilium},
+	PresetOVNKubernetes: {Kind: KindOVSDB, Preset: PresetOVNKubernetes},
+}
+
 // CheckConf is one entry of "checks". Which fields apply depends on Kind;
 // Validate refuses fields that do not.
 type CheckConf struct {

@@ -42,6 +42,9 @@ type NetConf struct {
 	LogFile    string      `json:"logFile,omitempty"`
 	Checks     []CheckConf `json:"checks,omitempty"`
 	Status     *StatusConf `json:"status,omitempty"`
+	// Preset names the network plugin: address + route (or Checks) plus
+	// that plugin's own check.
+	Preset string `json:"preset,omitempty"`
 
 	// Timeout is TimeoutRaw parsed.
 	Timeout time.Duration `json:"-"`
@@ -50,15 +53,34 @@ type NetConf struct {
 // Parse decodes stdin, fills in defaults and validates. Errors are CNI
 // errors with code 7 whose message names every bad key at once.
 func Parse(stdin []byte) (*NetConf, error) {
-	conf, decodeErr := decode(stdin)
-	if conf == nil {
-		return nil, invalid(decodeErr)
-	}
-	conf.Defaults()
-	if err := errors.Join(decodeErr, conf.Validate()); err != nil {
-		return nil, invalid(err)
+	conf, problems := parse(stdin)
+	if len(problems) > 0 {
+		return nil, invalid(errors.Join(problems...))
 	}
 	return conf, nil
+}
+
+// Problems lists every problem of an entry, one error per key, or nil.
+func Problems(stdin []byte) []error {
+	_, problems := parse(stdin)
+	return problems
+}
+
+func parse(stdin []byte) (*NetConf, []error) {
+	conf, decodeErr := decode(stdin)
+	if conf == nil {
+		return nil, []error{decodeErr}
+	}
+	conf.Defaults()
+	var problems []error
+	for _, err := range []error{decodeErr, conf.Validate()} {
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			problems = append(problems, j.Unwrap()...)
+		} else if err != nil {
+			problems = append(problems, err)
+		}
+	}
+	return conf, problems
 }
 
 // ParsePrevResult parses prevResult, which ADD and CHECK require.
@@ -104,7 +126,7 @@ func decode(stdin []byte) (*NetConf, error) {
 	if err := json.Unmarshal(stdin, &conf.NetConf); err != nil {
 		errs = append(errs, fmt.Errorf("cannot decode the CNI keys: %w", err))
 	}
-	errs = append(errs, caseTypos(top, topKeys)...)
+	errs = append(errs, nearMisses(top)...)
 	// field decodes one key; it reports whether the key was there and valid.
 	field := func(key string, v any) bool {
 		raw, ok := top[key]
@@ -123,6 +145,7 @@ func decode(stdin []byte) (*NetConf, error) {
 	field("onTimeout", &conf.OnTimeout)
 	field("stateDir", &conf.StateDir)
 	field("logFile", &conf.LogFile)
+	field("preset", &conf.Preset)
 
 	var checks []json.RawMessage
 	field("checks", &checks)
@@ -149,7 +172,71 @@ func decode(stdin []byte) (*NetConf, error) {
 }
 
 // topKeys are netready's own top-level keys.
-var topKeys = []string{"timeout", "onTimeout", "stateDir", "logFile", "checks", "status"}
+var topKeys = []string{"timeout", "onTimeout", "stateDir", "logFile", "checks", "status", "preset"}
+
+// InjectedKeys are the top-level keys a conflist entry carries besides
+// netready's own: the CNI spec's, and what libcni, runtimes and
+// multiplexers add. They are always accepted.
+var InjectedKeys = []string{
+	"cniVersion", "cniVersions", "name", "type", "capabilities", "ipam", "dns",
+	"prevResult", "runtimeConfig", "args",
+	"cni.dev/valid-attachments", "cni.dev/attachments",
+}
+
+// nearMisses reports top-level keys that are not known but look like a
+// typo of one: netready's own keys within edit distance 2, or any known
+// key in another case. Other unknown keys are accepted, as the spec asks
+// of plugins that meet keys meant for others.
+func nearMisses(top map[string]json.RawMessage) []error {
+	var errs []error
+	for k := range top {
+		if slices.Contains(topKeys, k) || slices.Contains(InjectedKeys, k) {
+			continue
+		}
+		if want, ok := likelyMeant(k); ok {
+			errs = append(errs, fmt.Errorf("unknown key %q: did you mean %q?", k, want))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	return errs
+}
+
+// likelyMeant is the known key that k is a typo of, if any.
+func likelyMeant(k string) (string, bool) {
+	for _, want := range slices.Concat(topKeys, InjectedKeys) {
+		if strings.EqualFold(k, want) {
+			return want, true
+		}
+	}
+	best, bestD := "", 3
+	for _, want := range topKeys {
+		if d := editDistance(strings.ToLower(k), strings.ToLower(want)); d < bestD {
+			best, bestD = want, d
+		}
+	}
+	return best, best != ""
+}
+
+// editDistance is the Levenshtein distance between a and b, in bytes.
+func editDistance(a, b string) int {
+	prev := make([]int, len(b)+1)
+	for j := range prev {
+		prev[j] = j
+	}
+	for i := 1; i <= len(a); i++ {
+		cur := make([]int, len(b)+1)
+		cur[0] = i
+		for j := 1; j <= len(b); j++ {
+			cost := 1
+			if a[i-1] == b[j-1] {
+				cost = 0
+			}
+			cur[j] = min(prev[j]+1, cur[j-1]+1, prev[j-1]+cost)
+		}
+		prev = cur
+	}
+	return prev[len(b)]
+}
 
 // caseTypos reports keys that differ from a known key only in case: Go's
 // JSON would take them silently, the runtime's reader maybe not.
@@ -234,6 +321,9 @@ func (c *NetConf) Defaults() {
 	if c.Checks == nil {
 		c.Checks = []CheckConf{{Kind: KindAddress}, {Kind: KindRoute}}
 	}
+	if pc, ok := presetChecks[c.Preset]; ok && !slices.ContainsFunc(c.Checks, func(cc CheckConf) bool { return cc.Preset == c.Preset }) {
+		c.Checks = append(c.Checks, pc)
+	}
 	for i := range c.Checks {
 		c.Checks[i].Defaults()
 	}
@@ -259,6 +349,9 @@ func (c *NetConf) Validate() error {
 	}
 	if !filepath.IsAbs(c.StateDir) {
 		errs = append(errs, fmt.Errorf(`"stateDir" %q must be an absolute path`, c.StateDir))
+	}
+	if _, ok := presetChecks[c.Preset]; c.Preset != "" && !ok {
+		errs = append(errs, fmt.Errorf(`"preset" %q is unknown: use "calico", "cilium" or "ovn-kubernetes"`, c.Preset))
 	}
 	if c.LogFile != "" && !filepath.IsAbs(c.LogFile) {
 		errs = append(errs, fmt.Errorf(`"logFile" %q must be an absolute path`, c.LogFile))

@@ -2,6 +2,7 @@ package config
 
 import (
 	"errors"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -129,6 +130,13 @@ func TestParseErrors(t *testing.T) {
 		{"status poolAction in the wrong case", `"status":{"poolaction":"taint"}`, []string{`unknown key "poolaction": did you mean "poolAction"?`}},
 		{"status negative minFree", `"status":{"minFree":-1}`, []string{`"minFree" -1 must be >= 0`}},
 		{"status agent bad maxAge", `"status":{"agents":[{"kind":"file","path":"/x","maxAge":"soon"}]}`, []string{`agents[0]`, `"maxAge" "soon"`}},
+		{"top-level key one letter short", `"onTimout":"proceed"`, []string{`unknown key "onTimout": did you mean "onTimeout"?`}},
+		{"top-level key two edits away", `"timout":"5s","chekcs":[]`, []string{`unknown key "timout": did you mean "timeout"?`, `unknown key "chekcs": did you mean "checks"?`}},
+		{"near miss in another case", `"StateDr":"/x"`, []string{`unknown key "StateDr": did you mean "stateDir"?`}},
+		{"injected key in the wrong case", `"runtimeconfig":{}`, []string{`unknown key "runtimeconfig": did you mean "runtimeConfig"?`}},
+		{"preset near miss", `"presets":"calico"`, []string{`unknown key "presets": did you mean "preset"?`}},
+		{"unknown preset", `"preset":"weave"`, []string{`"preset" "weave" is unknown: use "calico", "cilium" or "ovn-kubernetes"`}},
+		{"preset not a string", `"preset":["calico"]`, []string{`"preset": must be a string`}},
 		{"every problem at once", `"timeout":"0s","onTimeout":"x","stateDir":"y"`, []string{`"timeout"`, `"onTimeout"`, `"stateDir"`}},
 		{"decode and validation errors together", `"timeout":5,"onTimeout":"x","checks":[{"kind":"file","path":7},{"kind":"route","tabel":1}],"status":{"minFree":-2}`,
 			[]string{`"timeout": must be a string`, `"onTimeout" "x"`, `checks[0]: "path" must be a string`, `checks[1]: unknown key "tabel"`, `"minFree" -2 must be >= 0`}},
@@ -150,6 +158,48 @@ func TestParseErrors(t *testing.T) {
 				if !strings.Contains(e.Msg, w) {
 					t.Errorf("message %q does not contain %q", e.Msg, w)
 				}
+			}
+		})
+	}
+}
+
+// TestAcceptedKeys: the keys runtimes inject, and unknown keys that are
+// no near miss of netready's, never fail an ADD.
+func TestAcceptedKeys(t *testing.T) {
+	var extra []string
+	for _, k := range InjectedKeys {
+		if k != "cniVersion" && k != "name" && k != "type" {
+			extra = append(extra, fmt.Sprintf("%q:null", k))
+		}
+	}
+	extra = append(extra, `"vendorOption":true`, `"mtu":1400`, `"kubernetes":{}`)
+	if _, err := Parse(conf(strings.Join(extra, ","))); err != nil {
+		t.Errorf("Parse with injected and foreign keys: %v", err)
+	}
+}
+
+func TestPreset(t *testing.T) {
+	calico := CheckConf{Kind: KindFile, Preset: PresetCalico, Path: DefaultCalicoStatusDir}
+	tests := []struct {
+		name  string
+		extra string
+		want  []CheckConf
+	}{
+		{"calico alone", `"preset":"calico"`, []CheckConf{{Kind: KindAddress}, {Kind: KindRoute}, calico}},
+		{"cilium alone", `"preset":"cilium"`, []CheckConf{{Kind: KindAddress}, {Kind: KindRoute}, {Kind: KindHTTP, Preset: PresetCilium, URL: DefaultCiliumSocket}}},
+		{"ovn-kubernetes alone", `"preset":"ovn-kubernetes"`, []CheckConf{{Kind: KindAddress}, {Kind: KindRoute}, {Kind: KindOVSDB, Preset: PresetOVNKubernetes, Socket: DefaultOVSDBSocket}}},
+		{"with checks, both apply", `"preset":"calico","checks":[{"kind":"gateway"}]`, []CheckConf{{Kind: KindGateway}, calico}},
+		{"the preset's own check is not doubled", `"preset":"calico","checks":[{"kind":"file","preset":"calico","path":"/x"}]`,
+			[]CheckConf{{Kind: KindFile, Preset: PresetCalico, Path: "/x"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(conf(tt.extra))
+			if err != nil {
+				t.Fatalf("Parse: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, c.Checks); diff != "" {
+				t.Errorf("checks (-want +got):\n%s", diff)
 			}
 		})
 	}

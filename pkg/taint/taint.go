@@ -97,3 +97,13 @@ func StatusPatch(node *corev1.Node, want corev1.NodeCondition, now time.Time, me
 	p, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{want}}})
 	return p
 }
+
+// RemoveConditionPatch is a strategic merge patch of nodes/status that
+// deletes the condition, or nil when the node has none.
+func RemoveConditionPatch(node *corev1.Node) []byte {
+	if Current(node) == nil {
+		return nil
+	}
+	p, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []map[string]string{{"type": string(ConditionType), "$patch": "delete"}}}})
+	return p
+}

@@ -12,14 +12,13 @@ import (
 )
 
 // TestNodeDemo is `make demo-node`: the node of TestNode, netready deployed
-// from its image, one gated pod whose network a slow agent programs 4 s
+// from the release as the Quick start says, one gated pod whose network a slow agent programs 4 s
 // after its veth appears, watched with the real `kubectl get pod -w`;
 // then everything is torn down.
 func TestNodeDemo(t *testing.T) {
 	n := startNode(t)
 	startHeartbeat(t, n.path("agent/heartbeat"))
-	n.importImage(os.Getenv("NETREADY_IMAGE"))
-	n.kubectl("apply", "-k", "../node", "--server-side")
+	n.kubectl("apply", "-k", n.unpackRelease(), "--server-side")
 	n.waitFor("netready installed", 2*time.Minute, func() bool { return n.entry() != nil && n.runtimeHasNetready() })
 	t.Logf("netready is installed; creating pod web-0 with the readiness gate; the agent programs it 4 s after its veth appears")
 

@@ -70,7 +70,7 @@ func startNode(t *testing.T) *k8sNode {
 	}
 	n := &k8sNode{t: t, bins: bins, dir: nodeRoot, procs: map[string]*exec.Cmd{},
 		ConfDir: filepath.Join(nodeRoot, "cni", "net.d"), BinDir: filepath.Join(nodeRoot, "cni", "bin")}
-	for _, d := range []string{"pki", "logs", "etcd", "kubelet", "pod-logs", "cni/net.d", "cni/bin", "ipam", "state", "agent"} {
+	for _, d := range []string{"pki", "logs", "etcd", "kubelet", "pod-logs", "cni/net.d", "cni/bin", "ipam", "state", "agent", "calico"} {
 		if err := os.MkdirAll(filepath.Join(nodeRoot, d), 0o755); err != nil {
 			t.Fatal(err)
 		}

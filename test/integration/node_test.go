@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -18,10 +19,13 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/taint"
 )
 
 // kubectl runs the real kubectl as the node's admin.
@@ -145,9 +149,9 @@ func podReady(p *corev1.Pod) bool {
 	return false
 }
 
-// programLater plays the network agent: once the pod's address is
-// allocated (its veth exists), it waits delay and writes the pod's file.
-// It returns when the file was written.
+// programLater plays Felix: once the pod's address is allocated (its veth
+// exists), it waits delay and writes the pod's endpoint-status file, which
+// the calico preset waits for. It returns when the file was written.
 func (n *k8sNode) programLater(name string, delay time.Duration) <-chan time.Time {
 	before := n.allocations()
 	done := make(chan time.Time, 1)
@@ -155,14 +159,16 @@ func (n *k8sNode) programLater(name string, delay time.Duration) <-chan time.Tim
 		for start := time.Now(); n.allocations() <= before && time.Since(start) < time.Minute; time.Sleep(20 * time.Millisecond) {
 		}
 		time.Sleep(delay)
-		os.WriteFile(n.path("agent/default_"+name), nil, 0o644)
+		n.programIn("default", name)
 		done <- time.Now()
 	}()
 	return done
 }
 
-func (n *k8sNode) program(name string) {
-	os.WriteFile(n.path("agent/default_"+name), nil, 0o644)
+func (n *k8sNode) program(name string) { n.programIn("default", name) }
+
+func (n *k8sNode) programIn(namespace, name string) {
+	os.WriteFile(filepath.Join(n.path("calico"), checks.CalicoStatusFileName(namespace, name, "eth0")), []byte("{}"), 0o644)
 }
 
 func (n *k8sNode) allocations() int {
@@ -220,20 +226,89 @@ func (n *k8sNode) entry() map[string]any {
 	return found
 }
 
-// TestNode: netready deployed the way users deploy it, on a real
-// single-node Kubernetes (kubelet, containerd, controller-manager,
-// scheduler), from the image `make image` builds, with deploy/ applied
-// through the test/node overlay. Seven scenarios, each printing its timing.
-func TestNode(t *testing.T) {
-	image := os.Getenv("NETREADY_IMAGE")
-	if _, err := os.Stat(image); err != nil {
-		t.Fatalf("NETREADY_IMAGE (%q): %v; run `make test`, which runs `make image`", image, err)
+// quickStart holds the README's Quick start: the commands TestNode runs
+// (the README must hold each verbatim) and the two lines of its
+// kustomization, which test/node/kustomization.yaml starts with.
+var quickStart = struct{ commands, kustomization []string }{
+	commands: []string{
+		"tar -xzf netready-$VERSION-deploy.tar.gz",
+		"kubectl apply -k . --server-side",
+		"kubectl -n kube-system rollout status daemonset/netready --timeout=2m",
+		"kubectl create namespace demo",
+		"kubectl label namespace demo netready.io/readiness-gate=enabled",
+		"kubectl -n demo wait pod/web --for=condition=Ready --timeout=2m",
+	},
+	kustomization: []string{"resources: [deploy]", "components: [deploy/components/calico, deploy/components/pool]"},
+}
+
+// unpackRelease does the Quick start's first steps in the node's own
+// folder: the release's deploy/ beside test/node's kustomization, and the
+// release's image imported into the node's containerd.
+func (n *k8sNode) unpackRelease() string {
+	n.t.Helper()
+	dist, version := releaseDir(n.t)
+	dir := n.path("quickstart")
+	os.MkdirAll(dir, 0o755)
+	mustRun(n.t, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-deploy.tar.gz"), "-C", dir)
+	files, _ := filepath.Glob("../node/*")
+	for _, f := range files {
+		data, _ := os.ReadFile(f)
+		os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644)
 	}
+	n.importImage(filepath.Join(dist, "netready-image.tar"))
+	return dir
+}
+
+// editKustomization rewrites the node's kustomization, as an operator
+// edits theirs.
+func (n *k8sNode) editKustomization(dir string, edit func(string) string) {
+	n.t.Helper()
+	path := filepath.Join(dir, "kustomization.yaml")
+	data, _ := os.ReadFile(path)
+	if err := os.WriteFile(path, []byte(edit(string(data))), 0o644); err != nil {
+		n.t.Fatal(err)
+	}
+}
+
+// entryConfigMap is the name of the entry ConfigMap the DaemonSet mounts.
+func (n *k8sNode) entryConfigMap() string {
+	ds, err := n.Admin.AppsV1().DaemonSets("kube-system").Get(context.Background(), "netready", metav1.GetOptions{})
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	for _, v := range ds.Spec.Template.Spec.Volumes {
+		if v.Name == "entry" && v.ConfigMap != nil {
+			return v.ConfigMap.Name
+		}
+	}
+	n.t.Fatal("the DaemonSet mounts no entry ConfigMap")
+	return ""
+}
+
+// TestNode: netready deployed the way the README's Quick start says, on a
+// real single-node Kubernetes (kubelet, containerd, controller-manager,
+// scheduler): from the release archive `make test` built, with its version
+// tag, composed with the calico and pool components. Each scenario prints
+// its timing.
+func TestNode(t *testing.T) {
+	readme, _ := os.ReadFile("../../README.md")
+	for _, c := range quickStart.commands {
+		if !strings.Contains(string(readme), c) {
+			t.Errorf("README.md's Quick start lacks %q, which TestNode runs", c)
+		}
+	}
+	kust, _ := os.ReadFile("../node/kustomization.yaml")
+	for _, l := range quickStart.kustomization {
+		if !strings.Contains(string(readme), l) || !strings.Contains(string(kust), "\n"+l+"\n") {
+			t.Errorf("%q is not in both README.md's Quick start and test/node/kustomization.yaml", l)
+		}
+	}
+	_, version := releaseDir(t)
 	start := time.Now()
 	n := startNode(t)
 	t.Logf("node: Ready %.1fs after start", time.Since(start).Seconds())
 	hb := startHeartbeat(t, n.path("agent/heartbeat"))
-	n.importImage(image)
+	dir := n.unpackRelease()
 	// Runs before the node's teardown: what an operator would look at.
 	t.Cleanup(func() {
 		if !t.Failed() {
@@ -257,16 +332,26 @@ func TestNode(t *testing.T) {
 	t.Run("install", func(t *testing.T) {
 		n.t = t
 		applied := time.Now()
-		n.kubectl("apply", "-k", "../node", "--server-side")
-		n.waitFor("the netready DaemonSet pod Ready", 2*time.Minute, func() bool {
-			pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
-			return len(pods.Items) == 1 && podReady(&pods.Items[0])
-		})
+		n.kubectl("apply", "-k", dir, "--server-side")
+		n.kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
+		pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+		if len(pods.Items) != 1 || !podReady(&pods.Items[0]) || pods.Items[0].Spec.Containers[0].Image != "ghcr.io/netready/netready:"+version {
+			t.Fatalf("want one Ready netready pod running ghcr.io/netready/netready:%s, got %+v", version, pods.Items)
+		}
+		for _, c := range pods.Items[0].Spec.Containers {
+			if sc := c.SecurityContext; sc == nil || sc.Privileged != nil && *sc.Privileged || sc.AllowPrivilegeEscalation == nil || *sc.AllowPrivilegeEscalation {
+				t.Errorf("container %s runs privileged or may escalate: %+v", c.Name, sc)
+			}
+		}
 		n.waitFor("netready in the node's conflist", time.Minute, func() bool { return n.entry() != nil })
 		n.waitFor("containerd loading the new conflist", time.Minute, n.runtimeHasNetready)
 		t.Logf("install: DaemonSet Ready and entry in the conflist %.1fs after kubectl apply -k", time.Since(applied).Seconds())
-		if _, err := os.Stat(filepath.Join(n.BinDir, "netready")); err != nil {
-			t.Errorf("the plugin binary is not in the runtime's bin dir: %v", err)
+		if e := n.entry(); e["preset"] != "calico" || e["status"] == nil {
+			t.Errorf("the entry does not carry the calico and pool components: %v", e)
+		}
+		plugin, err := os.ReadFile(filepath.Join(n.BinDir, "netready"))
+		if err != nil || !bytes.Contains(plugin, []byte(version)) {
+			t.Errorf("the plugin binary in the runtime's bin dir is not the release's %s: %v", version, err)
 		}
 		n.program("first")
 		created := time.Now()
@@ -277,8 +362,29 @@ func TestNode(t *testing.T) {
 			t.Errorf("no ready marker for the first pod after install: %+v", m)
 		}
 		log, _ := os.ReadFile(n.path("netready.log"))
-		if !strings.Contains(string(log), "ADD done") {
-			t.Errorf("netready's log shows no ADD:\n%s", log)
+		if !strings.Contains(string(log), "ADD done") || !strings.Contains(string(log), "version="+version) {
+			t.Errorf("netready's log shows no ADD by version %s:\n%s", version, log)
+		}
+	})
+
+	t.Run("quick start: a gated pod Ready", func(t *testing.T) {
+		n.t = t
+		n.kubectl("create", "namespace", "demo")
+		n.kubectl("label", "namespace", "demo", "netready.io/readiness-gate=enabled")
+		n.programIn("demo", "web")
+		// The Quick start runs registry.k8s.io/pause; the node has no
+		// registry, so the same pause image comes from its own store.
+		n.kubectl("-n", "demo", "run", "web", "--image=netready.test/pause:1", "--image-pull-policy=Never")
+		n.kubectl("-n", "demo", "wait", "pod/web", "--for=condition=Ready", "--timeout=2m")
+		p, err := n.Admin.CoreV1().Pods("demo").Get(ctx, "web", metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != nodeConditionType {
+			t.Errorf("readiness gates = %+v, want the one the mutating policy adds for %s", p.Spec.ReadinessGates, nodeConditionType)
+		}
+		if c := publish.Current(p, nodeConditionType); c == nil || c.Status != corev1.ConditionTrue || c.Reason != publish.ReasonProgrammed {
+			t.Errorf("condition = %+v, want True, %s", c, publish.ReasonProgrammed)
 		}
 	})
 
@@ -346,6 +452,12 @@ func TestNode(t *testing.T) {
 		if !strings.Contains(msg, "heartbeat") {
 			t.Errorf("the Node's message does not carry netready's STATUS message: %s", msg)
 		}
+		// The scheduler keeps pods off a NotReady node through the taint
+		// the node controller adds; a pod created before it lands may be
+		// scheduled (seen once).
+		n.waitFor("the node controller's not-ready taint", time.Minute, func() bool {
+			return slices.ContainsFunc(n.nodeObject().Spec.Taints, func(t corev1.Taint) bool { return t.Key == corev1.TaintNodeNotReady })
+		})
 		t.Logf("agent down: the scheduler: %s", n.createUnschedulable("later"))
 		if p := n.pod("later"); p.Spec.NodeName != "" {
 			t.Errorf("the scheduler placed a pod on the NotReady node")
@@ -364,17 +476,20 @@ func TestNode(t *testing.T) {
 			t.Fatalf("image.sh: %v\n%s", err, out)
 		}
 		n.importImage(next)
-		// The new version's entry: ADD gives up after 2s and proceeds.
-		cm, err := n.Admin.CoreV1().ConfigMaps("kube-system").Get(ctx, "netready-entry", metav1.GetOptions{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		cm.Data["entry.json"] = strings.Replace(strings.Replace(cm.Data["entry.json"], `"30s"`, `"2s"`, 1), `"fail"`, `"proceed"`, 1)
-		if _, err := n.Admin.CoreV1().ConfigMaps("kube-system").Update(ctx, cm, metav1.UpdateOptions{}); err != nil {
-			t.Fatal(err)
-		}
+		// An operator's upgrade: a new tag and an entry edit (ADD gives up
+		// after 2s and proceeds), applied. The edit alone renames the
+		// entry's ConfigMap, which rolls the DaemonSet.
+		before := n.entryConfigMap()
+		os.WriteFile(filepath.Join(dir, "91-upgrade.json"), []byte(`{"timeout": "2s", "onTimeout": "proceed"}`), 0o644)
+		n.editKustomization(dir, func(k string) string {
+			return strings.Replace(k, "      - 90-node.json\n", "      - 90-node.json\n      - 91-upgrade.json\n", 1) +
+				"images:\n  - name: ghcr.io/netready/netready\n    newTag: dev2\n"
+		})
 		rolled := time.Now()
-		n.kubectl("-n", "kube-system", "set", "image", "daemonset/netready", "install=ghcr.io/netready/netready:dev2", "sidecar=ghcr.io/netready/netready:dev2")
+		n.kubectl("apply", "-k", dir, "--server-side")
+		if after := n.entryConfigMap(); after == before {
+			t.Errorf("the DaemonSet still mounts %s after the entry changed", before)
+		}
 		for i := range 3 {
 			name := fmt.Sprintf("roll-%d", i)
 			n.program(name)
@@ -434,19 +549,36 @@ func TestNode(t *testing.T) {
 
 	t.Run("uninstall", func(t *testing.T) {
 		n.t = t
-		n.kubectl("-n", "kube-system", "delete", "daemonset", "netready", "--wait=true")
-		// A terminating installer still in --watch would put the entry back.
+		// A taint for the uninstall to lift (the pool scenario lifted its own).
+		node := n.nodeObject()
+		if _, err := n.Admin.CoreV1().Nodes().Patch(ctx, nodeName, types.MergePatchType, taint.SpecPatch(node, true), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		if taint.Current(n.nodeObject()) == nil {
+			t.Fatalf("the node has no %s condition to remove", taint.ConditionType)
+		}
+		n.editKustomization(dir, func(k string) string {
+			return strings.Replace(k, "deploy/components/pool]", "deploy/components/pool, deploy/components/uninstall]", 1)
+		})
+		n.kubectl("apply", "-k", dir, "--server-side")
+		n.kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
+		n.waitFor("netready out of the conflist", time.Minute, func() bool { return n.entry() == nil })
+		n.waitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.runtimeHasNetready() })
+		if node := n.nodeObject(); taint.Has(node) || taint.Current(node) != nil {
+			t.Errorf("after the uninstall roll-out the node still has netready's taint or condition: %+v %+v", node.Spec.Taints, taint.Current(node))
+		}
+		n.kubectl("-n", "demo", "run", "late", "--image=netready.test/pause:1", "--image-pull-policy=Never")
+		if p, _ := n.Admin.CoreV1().Pods("demo").Get(ctx, "late", metav1.GetOptions{}); len(p.Spec.ReadinessGates) != 0 {
+			t.Errorf("a pod created while uninstalling got a readiness gate: %+v", p.Spec.ReadinessGates)
+		}
+		n.kubectl("delete", "-k", dir, "--wait=true")
 		n.waitFor("the netready pods gone", 2*time.Minute, func() bool {
 			pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
 			return err == nil && len(pods.Items) == 0
 		})
-		if out, err := exec.Command(filepath.Join(binDir, "netready-install"), "--uninstall", "--conf-dir", n.ConfDir).CombinedOutput(); err != nil {
-			t.Fatalf("netready-install --uninstall: %v\n%s", err, out)
-		}
 		if e := n.entry(); e != nil {
-			t.Errorf("netready still in the conflist: %v", e)
+			t.Errorf("netready back in the conflist after delete: %v", e)
 		}
-		n.waitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.runtimeHasNetready() })
 		n.createPod(nodePod("after", false))
 		p := n.waitPod("after", "Ready without netready", time.Minute, podReady)
 		if m := n.markerFor(p); m != nil {

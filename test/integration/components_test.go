@@ -1,0 +1,138 @@
+//go:build integration
+
+package integration
+
+import (
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"sigs.k8s.io/yaml"
+)
+
+// kustomizeWith builds deploy/ composed with components by the real
+// `kubectl kustomize`, as an operator's kustomization beside deploy/ does,
+// and returns the objects by kind.
+func kustomizeWith(t *testing.T, components ...string) map[string][]string {
+	t.Helper()
+	dir := t.TempDir()
+	mustRun(t, "cp", "-r", "../../deploy", dir)
+	var comps []string
+	for _, c := range components {
+		comps = append(comps, "deploy/components/"+c)
+	}
+	os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
+		[]byte("resources: [deploy]\ncomponents: ["+strings.Join(comps, ", ")+"]\n"), 0o644)
+	out, err := exec.Command(filepath.Join(os.Getenv("NETREADY_K8S_BIN"), "kubectl"), "kustomize", dir).CombinedOutput()
+	if err != nil {
+		t.Fatalf("kubectl kustomize with %v: %v\n%s", components, err, out)
+	}
+	objs := map[string][]string{}
+	for _, doc := range strings.Split(string(out), "\n---\n") {
+		var meta struct{ Kind string }
+		yaml.Unmarshal([]byte(doc), &meta)
+		objs[meta.Kind] = append(objs[meta.Kind], doc)
+	}
+	return objs
+}
+
+func daemonSet(t *testing.T, objs map[string][]string) *appsv1.DaemonSet {
+	t.Helper()
+	var ds appsv1.DaemonSet
+	if len(objs["DaemonSet"]) != 1 || yaml.Unmarshal([]byte(objs["DaemonSet"][0]), &ds) != nil {
+		t.Fatalf("want one DaemonSet, got %d", len(objs["DaemonSet"]))
+	}
+	return &ds
+}
+
+func container(ds *appsv1.DaemonSet, name string) corev1.Container {
+	for _, c := range ds.Spec.Template.Spec.Containers {
+		if c.Name == name {
+			return c
+		}
+	}
+	return corev1.Container{}
+}
+
+// TestComponents: every component of deploy/ builds with kubectl kustomize,
+// alone and composed; a preset component's entry passes the installer's
+// --validate with its preset, and the sidecar gets the agent's folder for
+// its re-checks; pool mounts host-local's folder; uninstall turns both
+// containers and the mutating policy around.
+func TestComponents(t *testing.T) {
+	mounts := map[string]string{"calico": "/var/run/calico", "cilium": "/var/run/cilium", "ovn-kubernetes": "/var/run/openvswitch", "pool": "/var/lib/cni/networks"}
+	for _, c := range []string{"calico", "cilium", "ovn-kubernetes", "pool"} {
+		for _, with := range [][]string{{c}, {c, "pool"}} {
+			if c == "pool" && len(with) == 2 {
+				continue
+			}
+			t.Run(strings.Join(with, "+"), func(t *testing.T) {
+				objs := kustomizeWith(t, with...)
+				ds := daemonSet(t, objs)
+				for _, comp := range with {
+					if !slices.ContainsFunc(container(ds, "sidecar").VolumeMounts, func(m corev1.VolumeMount) bool {
+						return m.MountPath == mounts[comp] && m.ReadOnly
+					}) {
+						t.Errorf("the sidecar has no read-only mount of %s", mounts[comp])
+					}
+				}
+				// The entry as the installer sees it: the ConfigMap's keys as
+				// files, checked by the real netready-install --validate.
+				var cm corev1.ConfigMap
+				for _, doc := range objs["ConfigMap"] {
+					yaml.Unmarshal([]byte(doc), &cm)
+					if strings.HasPrefix(cm.Name, "netready-entry-") {
+						break
+					}
+				}
+				entryDir := t.TempDir()
+				for k, v := range cm.Data {
+					os.WriteFile(filepath.Join(entryDir, k), []byte(v), 0o644)
+				}
+				out := mustRun(t, filepath.Join(binDir, "netready-install"), "--validate", entryDir)
+				if !strings.HasSuffix(strings.TrimSpace(out), ": ok") {
+					t.Errorf("--validate: %s", out)
+				}
+				if c != "pool" && !strings.Contains(cm.Data["50-preset.json"], `"preset": "`+c+`"`) {
+					t.Errorf("entry %s has no preset %q: %v", cm.Name, c, cm.Data)
+				}
+				if slices.Contains(with, "pool") && !strings.Contains(cm.Data["60-pool.json"], `"ipam": "auto"`) {
+					t.Errorf("entry %s has no pool status: %v", cm.Name, cm.Data)
+				}
+				if vols := ds.Spec.Template.Spec.Volumes; !slices.ContainsFunc(vols, func(v corev1.Volume) bool { return v.ConfigMap != nil && v.ConfigMap.Name == cm.Name }) {
+					t.Errorf("the DaemonSet does not mount %s", cm.Name)
+				}
+			})
+		}
+	}
+	t.Run("no-mutating-policy", func(t *testing.T) {
+		objs := kustomizeWith(t, "calico", "no-mutating-policy")
+		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 || len(objs["ValidatingAdmissionPolicy"]) != 2 {
+			t.Errorf("want no mutating policy and both validating ones: %d, %d, %d",
+				len(objs["MutatingAdmissionPolicy"]), len(objs["MutatingAdmissionPolicyBinding"]), len(objs["ValidatingAdmissionPolicy"]))
+		}
+	})
+	t.Run("uninstall", func(t *testing.T) {
+		objs := kustomizeWith(t, "calico", "pool", "uninstall")
+		ds := daemonSet(t, objs)
+		install, sidecar := container(ds, "install").Command, container(ds, "sidecar").Command
+		if !slices.Contains(install, "--uninstall") || !slices.Contains(install, "--watch") || !slices.Contains(sidecar, "--uninstall") {
+			t.Errorf("install %v and sidecar %v do not both run --uninstall", install, sidecar)
+		}
+		if !slices.ContainsFunc(objs["MutatingAdmissionPolicy"], func(doc string) bool {
+			return strings.Contains(doc, "name: netready-uninstalling") && strings.Contains(doc, "expression: \"false\"")
+		}) {
+			t.Errorf("the mutating policy still matches while uninstalling:\n%s", objs["MutatingAdmissionPolicy"])
+		}
+		// The sidecar's pod keeps its mounts and identity: it still
+		// publishes and lifts the taint under the same policies.
+		if ds.Spec.Template.Spec.ServiceAccountName != "netready-sidecar" || len(container(ds, "sidecar").VolumeMounts) == 0 {
+			t.Errorf("the uninstall DaemonSet lost the sidecar's identity or mounts")
+		}
+	})
+}
