@@ -102,9 +102,9 @@ type eventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
-// recorder writes events/v1 Events about pods in the background. Events
-// come only with a change of a pod's condition, so there is no series to
-// aggregate; a full queue drops the Event (logged) rather than hold up
+// recorder writes events/v1 Events about pods and the Node in the
+// background. Events come only with a change of a pod's condition or of
+// the taint, so there is no series to aggregate; a full queue drops the Event (logged) rather than hold up
 // publishing.
 type recorder struct {
 	kube     kube
@@ -123,10 +123,18 @@ func newRecorder(k kube, node string, log *slog.Logger) *recorder {
 	return &recorder{kube: k, instance: reportingControl + "-" + node, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
 }
 
-// Eventf queues an Event about a pod; other objects are not recorded.
+// Eventf queues an Event about a pod, or about a Node (in the default
+// namespace, where Node Events go); other objects are not recorded.
 func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
-	pod, ok := regarding.(*corev1.Pod)
-	if !ok {
+	var ref corev1.ObjectReference
+	namespace := metav1.NamespaceDefault
+	switch o := regarding.(type) {
+	case *corev1.Pod:
+		ref = corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: o.Namespace, Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}
+		namespace = o.Namespace
+	case *corev1.Node:
+		ref = corev1.ObjectReference{Kind: "Node", APIVersion: "v1", Name: o.Name, UID: o.UID, ResourceVersion: o.ResourceVersion}
+	default:
 		return
 	}
 	now := time.Now()
@@ -135,16 +143,14 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype,
 		note = note[:eventNoteMax-3] + "..."
 	}
 	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", pod.Name, now.UnixNano()), Namespace: pod.Namespace},
+		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: namespace},
 		EventTime:  metav1.NewMicroTime(now), ReportingController: reportingControl, ReportingInstance: r.instance,
-		Action: action, Reason: reason, Type: eventtype, Note: note,
-		Regarding: corev1.ObjectReference{Kind: "Pod", APIVersion: "v1", Namespace: pod.Namespace, Name: pod.Name,
-			UID: pod.UID, ResourceVersion: pod.ResourceVersion},
+		Action: action, Reason: reason, Type: eventtype, Note: note, Regarding: ref,
 	}
 	select {
 	case r.queue <- ev:
 	default:
-		r.log.Warn("event queue full; dropping an Event", "pod", pod.Namespace+"/"+pod.Name, "reason", reason)
+		r.log.Warn("event queue full; dropping an Event", "regarding", ref.Kind+" "+ref.Namespace+"/"+ref.Name, "reason", reason)
 	}
 }
 
@@ -157,7 +163,7 @@ func (r *recorder) run(ctx context.Context) {
 		case ev := <-r.queue:
 			actx, cancel := context.WithTimeout(ctx, apiTimeout)
 			if err := r.kube.CreateEvent(actx, ev); err != nil {
-				r.log.Warn("event not recorded", "pod", ev.Namespace+"/"+ev.Regarding.Name, "reason", ev.Reason, "err", err)
+				r.log.Warn("event not recorded", "regarding", ev.Regarding.Kind+" "+ev.Regarding.Namespace+"/"+ev.Regarding.Name, "reason", ev.Reason, "err", err)
 			}
 			cancel()
 		}

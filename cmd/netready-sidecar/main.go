@@ -123,7 +123,7 @@ func run(args []string) int {
 		if o.Uninstall {
 			go liftAll(ctx, nodeClient, o.NodeName, log, h)
 		} else {
-			go newPoolWatcher(o, nodeClient, log, c.metrics, h).run(ctx)
+			go newPoolWatcher(o, nodeClient, recorder, log, c.metrics, h).run(ctx)
 		}
 	}
 	if err := c.run(ctx); err != nil && !errors.Is(err, context.Canceled) {

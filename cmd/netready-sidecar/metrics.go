@@ -1,7 +1,9 @@
 package main
 
 import (
+	"github.com/containernetworking/plugins/pkg/utils/buildversion"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
 // metrics are the sidecar's Prometheus series.
@@ -15,6 +17,7 @@ type metrics struct {
 	published      *prometheus.CounterVec
 	poolFree       *prometheus.GaugeVec
 	poolSize       *prometheus.GaugeVec
+	tainted        prometheus.Gauge
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -57,7 +60,18 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "netready_pool_size",
 			Help: "Addresses host-local can hand out in all, per network and range set.",
 		}, []string{"network", "range"}),
+		tainted: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netready_node_tainted",
+			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
+		}),
 	}
-	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.refused, m.refusedPods, m.pending, m.published, m.poolFree, m.poolSize)
+	build := prometheus.NewGauge(prometheus.GaugeOpts{
+		Name:        "netready_build_info",
+		Help:        "Always 1; the version label is the sidecar's version.",
+		ConstLabels: prometheus.Labels{"version": buildversion.BuildVersion},
+	})
+	build.Set(1)
+	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.refused, m.refusedPods, m.pending, m.published, m.poolFree, m.poolSize,
+		m.tainted, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/config"
@@ -37,6 +38,7 @@ type poolWatcher struct {
 	confDir     string
 	node        string
 	nodes       kube
+	events      eventRecorder // Node Events for the taint; nil records none
 	resync      time.Duration
 	forgetAfter time.Duration
 	log         *slog.Logger
@@ -81,8 +83,8 @@ type goneNetwork struct {
 // healthPart is the pool watch's name in /healthz.
 const healthPart = "pool watch"
 
-func newPoolWatcher(o options, nodes kube, log *slog.Logger, m *metrics, h *health) *poolWatcher {
-	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, resync: o.PoolResync, forgetAfter: o.PoolForgetAfter,
+func newPoolWatcher(o options, nodes kube, events eventRecorder, log *slog.Logger, m *metrics, h *health) *poolWatcher {
+	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, events: events, resync: o.PoolResync, forgetAfter: o.PoolForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
 		short: map[string]bool{}, series: map[[2]string]bool{}, gone: map[string]goneNetwork{}}
 }
@@ -218,6 +220,7 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 		}
 		has := taint.Has(node)
 		w.seeded, w.applied = &has, &has
+		w.setTainted(has)
 		full = true
 	}
 	j := w.judge(fsw, full)
@@ -243,9 +246,11 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 			return fmt.Errorf("patch the taint: %w", err)
 		}
 		w.log.Info("node taint", "taint", taint.Key, "present", want, "pools", strings.Join(j.message, "; "))
+		w.recordTaint(node, want, strings.Join(j.message, "; "))
 	}
 	has := taint.Has(node)
 	w.applied = &has
+	w.setTainted(has)
 	msg := strings.Join(j.message, "; ")
 	if len(w.nets) == 0 && len(w.gone) == 0 {
 		msg = "no network on this node has a pool netready watches"
@@ -258,6 +263,29 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 		}
 	}
 	return nil
+}
+
+func (w *poolWatcher) setTainted(has bool) {
+	v := 0.0
+	if has {
+		v = 1
+	}
+	w.metrics.tainted.Set(v)
+}
+
+// recordTaint records a Node Event for a taint netready put on or took
+// off, naming the pools and their counts.
+func (w *poolWatcher) recordTaint(node *corev1.Node, on bool, pools string) {
+	if w.events == nil {
+		return
+	}
+	if on {
+		w.events.Eventf(node, nil, corev1.EventTypeWarning, taint.ReasonExhausted, "Taint",
+			"netready tainted the node %s:NoSchedule: new pods go to other nodes until an IP pool has room: %s", taint.Key, pools)
+		return
+	}
+	w.events.Eventf(node, nil, corev1.EventTypeNormal, taint.ReasonAvailable, "Untaint",
+		"netready lifted %s: every IP pool has room: %s", taint.Key, pools)
 }
 
 // judge counts every pool. It reads the config folder first on full rounds

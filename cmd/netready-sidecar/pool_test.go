@@ -21,6 +21,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/events"
 
 	"github.com/netready/netready/pkg/taint"
 )
@@ -43,7 +44,8 @@ func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
 	}
 	h := newHealth()
 	o := options{CNIConfDir: confDir, NodeName: node, PoolResync: time.Hour, PoolForgetAfter: time.Minute}
-	w := newPoolWatcher(o, fakeKube{client}, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()), h)
+	rec := events.NewFakeRecorder(10)
+	w := newPoolWatcher(o, fakeKube{client}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()), h)
 	var failures atomic.Int32
 	release := make(chan struct{})
 	w.newWatcher = func() (*fsnotify.Watcher, error) {
@@ -69,10 +71,34 @@ func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
 	}
 	close(release)
 	waitUntil(t, "/healthz ok once the watch runs", func() bool { code, _ := healthz(); return code == http.StatusOK })
-	waitUntil(t, "the taint for 4 of 5 in use with minFree 2", func() bool {
+	tainted := func() bool {
 		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
 		return err == nil && taint.Has(n)
-	})
+	}
+	waitUntil(t, "the taint for 4 of 5 in use with minFree 2", tainted)
+	// The Node's Events: one when the taint goes on and one when it comes
+	// off, naming the pool and its counts.
+	wantEvent(t, rec, "Warning PodIPsExhausted netready tainted the node netready.io/pod-ips-exhausted:NoSchedule", "edge: 4 of 5 addresses in use")
+	os.Remove(filepath.Join(data, "edge", "10.77.0.4"))
+	os.Remove(filepath.Join(data, "edge", "10.77.0.5"))
+	waitUntil(t, "the taint lifted at 2 of 5 in use", func() bool { return !tainted() })
+	wantEvent(t, rec, "Normal PodIPsAvailable netready lifted netready.io/pod-ips-exhausted", "edge: 2 of 5 addresses in use")
+}
+
+// wantEvent waits for the recorder's next Event and checks that it
+// contains every part.
+func wantEvent(t *testing.T, rec *events.FakeRecorder, parts ...string) {
+	t.Helper()
+	select {
+	case e := <-rec.Events:
+		for _, p := range parts {
+			if !strings.Contains(e, p) {
+				t.Errorf("Event %q does not contain %q", e, p)
+			}
+		}
+	case <-time.After(5 * time.Second):
+		t.Errorf("no Event containing %q", parts)
+	}
 }
 
 func waitUntil(t *testing.T, what string, ok func() bool) {

@@ -187,6 +187,30 @@ func TestConcurrentAdds(t *testing.T) {
 				i, p.delay, m.State, m.ReadyAt.Format(time.StampMicro), last.Format(time.StampMicro))
 		}
 	}
+	// 50 plugin processes appended to one log file at once: every ADD's
+	// record is there, once, whole.
+	data, err := os.ReadFile(n.LogFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := map[string]int{}
+	for _, line := range strings.Split(strings.TrimSuffix(string(data), "\n"), "\n") {
+		if !strings.HasPrefix(line, "time=") || strings.Count(line, "time=") != 1 {
+			t.Errorf("a log line is not one whole record: %q", line)
+		}
+		if strings.Contains(line, `msg="ADD done"`) {
+			for _, p := range ps {
+				if strings.Contains(line, "containerID="+containerID(p.ns)+" ") {
+					done[p.ns]++
+				}
+			}
+		}
+	}
+	for i, p := range ps {
+		if done[p.ns] != 1 {
+			t.Errorf("ADD %d has %d \"ADD done\" log records, want 1", i, done[p.ns])
+		}
+	}
 	t.Logf("50 concurrent ADDs: wall %s, longest delay %s, sum of delays %s", wall, longest, sum)
 	if wall > longest+15*time.Second {
 		t.Errorf("50 concurrent ADDs took %s; with parallel waits it should be near the longest delay %s (the sum is %s)", wall, longest, sum)

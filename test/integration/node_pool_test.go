@@ -14,17 +14,38 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/taint"
 )
 
 // nodePoolUsable is what host-local hands out of the node's /28: .2 to .14.
 const nodePoolUsable = 13
+
+// nodeEvent waits for the sidecar's Event about the Node with reason
+// whose note contains want, and returns its note.
+func (n *k8sNode) nodeEvent(reason, want string) string {
+	n.t.Helper()
+	var note string
+	n.waitFor("a "+reason+" Event on the Node naming "+want, 30*time.Second, func() bool {
+		evs, _ := n.Admin.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		for _, e := range evs.Items {
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == nodeName && e.Reason == reason &&
+				e.ReportingController == "netready-sidecar" && e.Action != "Test" && strings.Contains(e.Note, want) {
+				note = e.Note
+				return true
+			}
+		}
+		return false
+	})
+	return note
+}
 
 // lastAllocation is when host-local wrote its newest allocation file.
 func (n *k8sNode) lastAllocation() time.Time {
@@ -110,6 +131,7 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 	if len(node.Spec.Taints) != 1 {
 		t.Errorf("taints = %+v, want netready's only", node.Spec.Taints)
 	}
+	t.Logf("pool: the Node's Event: %s", n.nodeEvent(taint.ReasonExhausted, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)))
 
 	// The node's only taint is netready's (checked above), so it is the
 	// one the scheduler means.
@@ -184,6 +206,32 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 				t.Errorf("denied: %s: patch = %v, want a denial containing %q", d.name, err, d.want)
 			}
 		}
+		// Events: only its own kinds, and about its own Node only the pool's.
+		event := func(kind, name, ns, reason string) error {
+			ref := corev1.ObjectReference{Kind: kind, APIVersion: "v1", Name: name}
+			if kind != "Node" {
+				ref.Namespace = ns
+			}
+			_, err := sc.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
+				ObjectMeta: metav1.ObjectMeta{GenerateName: "nr-", Namespace: ns}, EventTime: metav1.NowMicro(),
+				ReportingController: "netready-sidecar", ReportingInstance: "netready-sidecar-" + nodeName, Action: "Test", Type: corev1.EventTypeNormal,
+				Reason: reason, Regarding: ref,
+			}, metav1.CreateOptions{})
+			return err
+		}
+		for _, d := range []struct{ what, kind, name, ns, reason string }{
+			{"a pool Event about another node", "Node", other.Name, "default", taint.ReasonExhausted},
+			{"another reason about its Node", "Node", nodeName, "default", "NodeNotReady"},
+			{"another reason about a pod", "Pod", "web", "default", "Killing"},
+			{"an Event about a Service", "Service", "kubernetes", "default", publish.ReasonProgrammed},
+		} {
+			if err := event(d.kind, d.name, d.ns, d.reason); !apierrors.IsForbidden(err) && !apierrors.IsInvalid(err) {
+				t.Errorf("denied: %s: create = %v, want a denial", d.what, err)
+			}
+		}
+		if err := event("Node", nodeName, "default", taint.ReasonAvailable); err != nil {
+			t.Errorf("the sidecar's identity recording a pool Event about its own Node = %v, want allowed", err)
+		}
 		// Control: the same identity may write its own condition.
 		if _, err := sc.CoreV1().Nodes().Patch(ctx, nodeName, types.StrategicMergePatchType, taint.StatusPatch(own, taint.Condition(true, "control"), time.Now(), true), metav1.PatchOptions{}, "status"); err != nil {
 			t.Errorf("the sidecar's identity writing its own condition = %v, want allowed", err)
@@ -212,6 +260,7 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 	if c := taint.Current(n.nodeObject()); c == nil || c.Status != corev1.ConditionFalse {
 		t.Errorf("the condition after the pool freed up = %+v", c)
 	}
+	t.Logf("pool: the Node's Event: %s", n.nodeEvent(taint.ReasonAvailable, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable-2, nodePoolUsable)))
 	// Room for the scenarios after this one.
 	for _, name := range append(fill[2:], "overflow") {
 		n.Admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})

@@ -213,6 +213,9 @@ func TestPoolTaint(t *testing.T) {
 		if c := taint.Current(n); c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "4 of 5 addresses in use") {
 			t.Errorf("condition = %+v", c)
 		}
+		if m := metricsText(t, listen); !strings.Contains(m, "\nnetready_node_tainted 1\n") {
+			t.Errorf("metrics do not show the taint:\n%s", grepLines(m, "netready_node_tainted"))
+		}
 	})
 	t.Run("back at exactly minFree stays tainted (hysteresis)", func(t *testing.T) {
 		v4.del(t, "c4")
@@ -230,6 +233,7 @@ func TestPoolTaint(t *testing.T) {
 	t.Run("minFree+1 lifts it", func(t *testing.T) {
 		v4.del(t, "c3")
 		within(t, "the taint gone", 5*time.Second, func() bool { return !taint.Has(a.node(t, node)) })
+		within(t, "netready_node_tainted 0", 5*time.Second, func() bool { return strings.Contains(metricsText(t, listen), "\nnetready_node_tainted 0\n") })
 		if n := a.node(t, node); !otherTaintKept(n) {
 			t.Errorf("taints = %+v, want the other one kept", n.Spec.Taints)
 		}

@@ -200,7 +200,8 @@ func TestSidecar(t *testing.T) {
 		resp.Body.Close()
 	}
 	m := metricsText(t, listen)
-	for _, want := range []string{"netready_publish_latency_seconds_count", "netready_marker_wait_seconds_count{state=\"pending\"}", "netready_pending_attachments"} {
+	for _, want := range []string{"netready_publish_latency_seconds_count", "netready_marker_wait_seconds_count{state=\"pending\"}", "netready_pending_attachments",
+		"netready_build_info{version=", "\nnetready_node_tainted 0\n", "\ngo_goroutines ", "\nprocess_resident_memory_bytes "} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}

@@ -32,8 +32,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	log, closeLog := openLog(conf.LogFile, "ADD", args)
-	defer closeLog()
+	log := openLog(conf.LogFile, "ADD", args)
 	if err := conf.ParsePrevResult(); err != nil {
 		return logged(log, err)
 	}
@@ -82,8 +81,7 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	log, closeLog := openLog(conf.LogFile, "CHECK", args)
-	defer closeLog()
+	log := openLog(conf.LogFile, "CHECK", args)
 	if err := conf.ParsePrevResult(); err != nil {
 		return logged(log, err)
 	}
@@ -147,8 +145,7 @@ func probeDatapath(ctx context.Context, confs []config.CheckConf, att *attachmen
 // Problems are logged; a marker left behind is removed by GC.
 func cmdDel(args *skel.CmdArgs) error {
 	conf, problems := config.ParseCleanup(args.StdinData)
-	log, closeLog := openLog(conf.LogFile, "DEL", args)
-	defer closeLog()
+	log := openLog(conf.LogFile, "DEL", args)
 	if problems != nil {
 		log.Warn("the entry has problems; DEL removes the marker regardless", "err", problems)
 	}
@@ -170,8 +167,7 @@ func cmdDel(args *skel.CmdArgs) error {
 // it cannot read makes it remove nothing.
 func cmdGC(args *skel.CmdArgs) error {
 	conf, problems := config.ParseCleanup(args.StdinData)
-	log, closeLog := openLog(conf.LogFile, "GC", args)
-	defer closeLog()
+	log := openLog(conf.LogFile, "GC", args)
 	if problems != nil {
 		log.Warn("the entry has problems; GC goes on with name and stateDir", "err", problems)
 	}
@@ -200,16 +196,14 @@ func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData)
 	if err != nil {
 		c := config.ReadCleanup(args.StdinData)
-		log, closeLog := openLog(c.LogFile, "STATUS", args)
-		defer closeLog()
+		log := openLog(c.LogFile, "STATUS", args)
 		return logged(log, types.NewError(types.ErrPluginNotAvailable,
 			fmt.Sprintf("netready: network %q: %s", c.Name, config.InvalidMessage(err)), ""))
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
 	defer cancel()
 	if err := status.Check(ctx, conf); err != nil {
-		log, closeLog := openLog(conf.LogFile, "STATUS", args)
-		defer closeLog()
+		log := openLog(conf.LogFile, "STATUS", args)
 		return logged(log, types.NewError(types.ErrPluginNotAvailable,
 			fmt.Sprintf("netready: network %q: %v", conf.Name, err), ""))
 	}
