@@ -33,8 +33,8 @@ for arch in "${arches[@]}"; do
   bin="$work/$arch/bin"
   (cd "$root" && GOOS=linux GOARCH=$arch CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$bin/" ./plugins/meta/netready ./cmd/...)
   tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$bin" -czf "$out/netready-$version-linux-$arch.tar.gz" \
-    netready netready-install netready-sidecar
-  for b in netready netready-install netready-sidecar; do
+    netready netready-install netready-sidecar kubectl-netready
+  for b in netready netready-install netready-sidecar kubectl-netready; do
     # cyclonedx-gomod takes the purl's goos/goarch from its environment,
     # not from the binary's build info.
     GOOS=linux GOARCH=$arch "$tools/cyclonedx-gomod" bin -json -version "$version" -output "$out/$b-$version-linux-$arch.cdx.json" "$bin/$b" \

@@ -111,9 +111,10 @@ func TestComponents(t *testing.T) {
 		}
 	}
 	t.Run("no-mutating-policy", func(t *testing.T) {
-		objs := kustomizeWith(t, "calico", "no-mutating-policy")
-		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 || len(objs["ValidatingAdmissionPolicy"]) != 2 {
-			t.Errorf("want no mutating policy and both validating ones: %d, %d, %d",
+		objs, base := kustomizeWith(t, "calico", "no-mutating-policy"), kustomizeWith(t, "calico")
+		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 ||
+			len(objs["ValidatingAdmissionPolicy"]) != len(base["ValidatingAdmissionPolicy"]) || len(base["ValidatingAdmissionPolicy"]) == 0 {
+			t.Errorf("want no mutating policy and every validating one (%d): %d, %d, %d", len(base["ValidatingAdmissionPolicy"]),
 				len(objs["MutatingAdmissionPolicy"]), len(objs["MutatingAdmissionPolicyBinding"]), len(objs["ValidatingAdmissionPolicy"]))
 		}
 	})

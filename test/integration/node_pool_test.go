@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"net"
 	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -136,6 +137,14 @@ func (n *k8sNode) poolScenario(t *testing.T) {
 	// The node's only taint is netready's (checked above), so it is the
 	// one the scheduler means.
 	t.Logf("pool: the scheduler: %s", n.createUnschedulable("overflow"))
+	t.Logf("pool: kubectl netready explain overflow:\n%s", n.explainSays("overflow", 1, "pod default/overflow is not scheduled",
+		"tainted netready.io/pod-ips-exhausted:NoSchedule", fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)))
+	status, code := n.netready("status")
+	if code != 0 || !regexp.MustCompile(`(?m)^nr-node\s+netready-\S+\s+\S+\s+true\s+true\s+nr-node: 13 of 13`).MatchString(status) {
+		t.Errorf("kubectl netready status (exit %d) does not show the taint and the pool:\n%s", code, status)
+	} else {
+		t.Logf("pool: kubectl netready status:\n%s", status)
+	}
 
 	t.Run("60 s exhausted: Ready, nothing evicted", func(t *testing.T) {
 		n.t = t

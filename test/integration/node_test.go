@@ -11,6 +11,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -257,6 +258,49 @@ func (n *k8sNode) unpackRelease() string {
 	}
 	n.importImage(filepath.Join(dist, "netready-image.tar"))
 	return dir
+}
+
+// netready runs the release's kubectl plugin as an operator does,
+// `kubectl netready ARGS`, found by kubectl on PATH, and returns its
+// output and exit code.
+func (n *k8sNode) netready(args ...string) (string, int) {
+	n.t.Helper()
+	bin := n.path("quickstart/bin")
+	if _, err := os.Stat(filepath.Join(bin, "kubectl-netready")); err != nil {
+		dist, version := releaseDir(n.t)
+		os.MkdirAll(bin, 0o755)
+		mustRun(n.t, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-linux-"+runtime.GOARCH+".tar.gz"), "-C", bin, "kubectl-netready")
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	cmd := exec.CommandContext(ctx, filepath.Join(n.bins, "kubectl"), append([]string{"netready"}, args...)...)
+	// kubectl takes no flags before a plugin's name; the plugin reads
+	// KUBECONFIG as kubectl does.
+	cmd.Env = append(os.Environ(), "PATH="+bin+":"+os.Getenv("PATH"), "KUBECONFIG="+n.path("pki/admin.kubeconfig"))
+	out, err := cmd.CombinedOutput()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		n.t.Fatalf("kubectl netready %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return string(out), code
+}
+
+// explainSays runs kubectl netready explain on a pod and checks its exit
+// code and that its output holds every part.
+func (n *k8sNode) explainSays(pod string, wantCode int, parts ...string) string {
+	n.t.Helper()
+	out, code := n.netready("explain", "-n", "default", pod)
+	if code != wantCode {
+		n.t.Errorf("kubectl netready explain %s exited %d, want %d:\n%s", pod, code, wantCode, out)
+	}
+	for _, p := range parts {
+		if !strings.Contains(out, p) {
+			n.t.Errorf("kubectl netready explain %s does not say %q:\n%s", pod, p, out)
+		}
+	}
+	return out
 }
 
 // editKustomization rewrites the node's kustomization, as an operator
@@ -523,11 +567,15 @@ func TestNode(t *testing.T) {
 
 	t.Run("gated pod, slow agent, onTimeout proceed", func(t *testing.T) {
 		n.t = t
-		programmed := n.programLater("proceeding", 5*time.Second)
+		programmed := n.programLater("proceeding", 8*time.Second)
 		n.createPod(nodePod("proceeding", true))
-		p := n.waitPod("proceeding", "Running and not Ready", time.Minute, func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodRunning && !podReady(p)
+		p := n.waitPod("proceeding", "Running, not Ready, its condition published", time.Minute, func(p *corev1.Pod) bool {
+			return p.Status.Phase == corev1.PodRunning && !podReady(p) && publish.Current(p, nodeConditionType) != nil
 		})
+		t.Logf("proceed: kubectl netready explain while the agent has not programmed the pod:\n%s",
+			n.explainSays("proceeding", 1, "pod default/proceeding on node nr-node is NOT network-ready",
+				"network nr-node (eth0): not programmed; unmet: file /run/nr-node/calico/k8s default%2Fproceeding eth0 (file does not exist (yet))",
+				"node:        nr-node", "netready:    pod netready-"))
 		if m := n.markerFor(p); m == nil || m.State != marker.StatePending {
 			t.Errorf("marker = %+v, want pending", m)
 		}
@@ -540,6 +588,9 @@ func TestNode(t *testing.T) {
 		if m := n.markerFor(p); m == nil || m.State != marker.StateReady {
 			t.Errorf("marker after the sidecar's re-check = %+v, want ready", m)
 		}
+		t.Logf("proceed: kubectl netready explain once it is Ready:\n%s",
+			n.explainSays("proceeding", 0, "pod default/proceeding on node nr-node is network-ready", "network nr-node (eth0): programmed; ADD waited"))
+		n.explainSays("held", 0, "is network-ready", "network nr-node (eth0): programmed; ADD waited")
 	})
 
 	t.Run("pool exhausted: a taint, not NotReady", func(t *testing.T) {

@@ -23,7 +23,12 @@ import (
 // releaseArches are the platforms of a release.
 var releaseArches = map[string]elf.Machine{"amd64": elf.EM_X86_64, "arm64": elf.EM_AARCH64}
 
-var releaseBinaries = []string{"netready", "netready-install", "netready-sidecar"}
+// releaseBinaries are in each architecture's archive; the image holds
+// all but the kubectl plugin, which runs on an operator's machine.
+var (
+	releaseBinaries = []string{"kubectl-netready", "netready", "netready-install", "netready-sidecar"}
+	imageBinaries   = []string{"netready", "netready-install", "netready-sidecar"}
+)
 
 // releaseDir is what `make test` built with scripts/release.sh, as
 // `make release` does, and the version it stamped.
@@ -88,7 +93,7 @@ func TestRelease(t *testing.T) {
 			for _, b := range releaseBinaries {
 				os.WriteFile(filepath.Join(dir, b), files[b], 0o755)
 			}
-			for _, b := range []string{"netready-install", "netready-sidecar"} {
+			for _, b := range []string{"netready-install", "netready-sidecar", "kubectl-netready"} {
 				if out := mustRun(t, filepath.Join(dir, b), "--version"); strings.TrimSpace(out) != b+" "+version {
 					t.Errorf("%s --version = %q, want %q", b, out, b+" "+version)
 				}
@@ -228,7 +233,7 @@ func checkImageIndex(t *testing.T, dist, version string) {
 				files[name] = data
 			}
 		}
-		for _, b := range releaseBinaries {
+		for _, b := range imageBinaries {
 			checkStaticBinary(t, arch+" image /bin/"+b, files["bin/"+b], releaseArches[arch], version)
 		}
 		if _, ok := files["usr/sbin/xtables-nft-multi"]; !ok {

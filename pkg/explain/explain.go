@@ -1,0 +1,360 @@
+// Package explain owns what `kubectl netready` reports: why a pod is, or
+// is not, network-ready, and each node's netready state, read from the
+// Kubernetes API alone (an operator's laptop has no node access), and how
+// that is shown as text or JSON.
+package explain
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/taint"
+)
+
+// Where deploy/ puts netready, and what it names.
+const (
+	DefaultNamespace   = "kube-system"
+	settingsConfigMap  = "netready-settings"
+	gateLabel          = "netready.io/readiness-gate"
+	netreadySelector   = "app=netready"
+	sidecarController  = "netready-sidecar"
+	sidecarContainer   = "sidecar"
+	reasonSandboxError = "FailedCreatePodSandBox"
+)
+
+// Options say where netready runs.
+type Options struct {
+	// Namespace is netready's namespace (its DaemonSet and settings).
+	Namespace string
+	Now       func() time.Time
+}
+
+func (o *Options) defaults() {
+	if o.Namespace == "" {
+		o.Namespace = DefaultNamespace
+	}
+	if o.Now == nil {
+		o.Now = time.Now
+	}
+}
+
+// PodReport is everything netready's API objects say about one pod.
+type PodReport struct {
+	Namespace     string `json:"namespace"`
+	Pod           string `json:"pod"`
+	Node          string `json:"node,omitempty"`
+	Phase         string `json:"phase"`
+	ConditionType string `json:"conditionType"`
+	// NetworkReady is the verdict: the pod's netready condition is True.
+	NetworkReady bool                 `json:"networkReady"`
+	Summary      string               `json:"summary"`
+	Gate         Gate                 `json:"gate"`
+	Condition    *Condition           `json:"condition,omitempty"`
+	Attachments  []publish.Attachment `json:"attachments,omitempty"`
+	Events       []Event              `json:"events,omitempty"`
+	NodeState    *NodeReport          `json:"nodeState,omitempty"`
+	// For a pod not scheduled yet: why, and the nodes netready tainted.
+	Scheduling   []string     `json:"scheduling,omitempty"`
+	TaintedNodes []NodeReport `json:"taintedNodes,omitempty"`
+}
+
+// Gate says whether the pod waits for netready's condition, and why.
+type Gate struct {
+	Present bool   `json:"present"`
+	Source  string `json:"source"`
+}
+
+// Condition is the pod's netready condition.
+type Condition struct {
+	Status  string    `json:"status"`
+	Reason  string    `json:"reason"`
+	Message string    `json:"message"`
+	Since   time.Time `json:"since"`
+	Age     string    `json:"age"`
+}
+
+// Event is one Event about the pod from netready or from kubelet's
+// sandbox creation.
+type Event struct {
+	Type   string    `json:"type"`
+	Reason string    `json:"reason"`
+	Note   string    `json:"note"`
+	Time   time.Time `json:"time"`
+	Age    string    `json:"age"`
+}
+
+// NodeReport is one node's netready state.
+type NodeReport struct {
+	Node string `json:"node"`
+	// RuntimeNetworkReady is false when the node is NotReady because the
+	// runtime's network is not ready (netready's STATUS, for one).
+	RuntimeNetworkReady bool         `json:"runtimeNetworkReady"`
+	ReadyMessage        string       `json:"readyMessage,omitempty"`
+	Tainted             bool         `json:"tainted"`
+	Pool                *Condition   `json:"pool,omitempty"`
+	Netready            *NetreadyPod `json:"netready,omitempty"`
+	Waiting             int          `json:"waitingPods"`
+	OldestWait          string       `json:"oldestWait,omitempty"`
+}
+
+// NetreadyPod is the netready DaemonSet's pod on a node.
+type NetreadyPod struct {
+	Name    string `json:"name"`
+	Version string `json:"version"`
+	Phase   string `json:"phase"`
+	Ready   bool   `json:"ready"`
+}
+
+// conditionType is the type netready-settings names, or the default.
+func conditionType(ctx context.Context, c kubernetes.Interface, o Options) (string, error) {
+	cm, err := c.CoreV1().ConfigMaps(o.Namespace).Get(ctx, settingsConfigMap, metav1.GetOptions{})
+	switch {
+	case apierrors.IsNotFound(err):
+		return publish.DefaultConditionType, nil
+	case err != nil:
+		return "", fmt.Errorf("read %s/%s: %w", o.Namespace, settingsConfigMap, err)
+	case cm.Data["conditionType"] != "":
+		return cm.Data["conditionType"], nil
+	}
+	return publish.DefaultConditionType, nil
+}
+
+// Pod explains one pod.
+func Pod(ctx context.Context, c kubernetes.Interface, namespace, name string, o Options) (*PodReport, error) {
+	o.defaults()
+	condType, err := conditionType(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	pod, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
+	}
+	now := o.Now()
+	r := &PodReport{Namespace: namespace, Pod: name, Node: pod.Spec.NodeName, Phase: string(pod.Status.Phase), ConditionType: condType}
+	r.Gate = gateOf(ctx, c, pod, condType)
+	if cur := publish.Current(pod, condType); cur != nil {
+		r.Condition = &Condition{Status: string(cur.Status), Reason: cur.Reason, Message: cur.Message,
+			Since: cur.LastTransitionTime.Time, Age: age(now, cur.LastTransitionTime.Time)}
+		r.Attachments = publish.ParseMessage(cur.Message)
+		r.NetworkReady = cur.Status == corev1.ConditionTrue
+	}
+	if r.Events, err = podEvents(ctx, c, pod, now); err != nil {
+		return nil, err
+	}
+	if pod.Spec.NodeName != "" {
+		nodes, err := nodeReports(ctx, c, o, fields.OneTermEqualSelector("metadata.name", pod.Spec.NodeName), condType)
+		if err != nil {
+			return nil, err
+		}
+		if len(nodes) == 1 {
+			r.NodeState = &nodes[0]
+		}
+	} else {
+		r.Scheduling = schedulingNotes(r.Events)
+		nodes, err := nodeReports(ctx, c, o, fields.Everything(), condType)
+		if err != nil {
+			return nil, err
+		}
+		for _, n := range nodes {
+			if n.Tainted {
+				r.TaintedNodes = append(r.TaintedNodes, n)
+			}
+		}
+	}
+	r.Summary = r.summary()
+	return r, nil
+}
+
+// gateOf says whether the pod has the gate, and where it came from: the
+// mutating policy adds it in labelled namespaces.
+func gateOf(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, condType string) Gate {
+	labelled := false
+	if ns, err := c.CoreV1().Namespaces().Get(ctx, pod.Namespace, metav1.GetOptions{}); err == nil {
+		labelled = ns.Labels[gateLabel] == "enabled"
+	}
+	switch {
+	case publish.Gated(pod, condType) && labelled:
+		return Gate{true, fmt.Sprintf("added by the admission policy netready-readiness-gate: namespace %s is labelled %s=enabled", pod.Namespace, gateLabel)}
+	case publish.Gated(pod, condType):
+		return Gate{true, "written in the pod's spec (its namespace is not labelled " + gateLabel + "=enabled)"}
+	case labelled:
+		return Gate{false, "none: the namespace is labelled, so the pod was created before the policy took effect, is hostNetwork, or the policy failed open"}
+	}
+	return Gate{false, fmt.Sprintf("none: netready does not gate this pod (label namespace %s %s=enabled to gate new pods)", pod.Namespace, gateLabel)}
+}
+
+// podEvents returns netready's Events about the pod, and kubelet's
+// sandbox failures (which quote the plugin's error), oldest first.
+func podEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, now time.Time) ([]Event, error) {
+	list, err := c.EventsV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("regarding.name", pod.Name).String()})
+	if err != nil {
+		return nil, fmt.Errorf("list the pod's Events: %w", err)
+	}
+	var out []Event
+	for _, e := range list.Items {
+		if e.Regarding.Name != pod.Name || e.Regarding.UID != "" && e.Regarding.UID != pod.UID {
+			continue
+		}
+		if e.ReportingController != sidecarController && e.Reason != reasonSandboxError && e.Reason != "FailedScheduling" {
+			continue
+		}
+		t := eventTime(&e)
+		out = append(out, Event{Type: e.Type, Reason: e.Reason, Note: e.Note, Time: t, Age: age(now, t)})
+	}
+	slices.SortFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
+	return out, nil
+}
+
+func eventTime(e *eventsv1.Event) time.Time {
+	for _, t := range []time.Time{e.EventTime.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time} {
+		if !t.IsZero() {
+			return t
+		}
+	}
+	return time.Time{}
+}
+
+func schedulingNotes(evs []Event) []string {
+	var out []string
+	for _, e := range evs {
+		if e.Reason == "FailedScheduling" && !slices.Contains(out, e.Note) {
+			out = append(out, e.Note)
+		}
+	}
+	return out
+}
+
+// Nodes reports every node.
+func Nodes(ctx context.Context, c kubernetes.Interface, o Options) ([]NodeReport, error) {
+	o.defaults()
+	condType, err := conditionType(ctx, c, o)
+	if err != nil {
+		return nil, err
+	}
+	return nodeReports(ctx, c, o, fields.Everything(), condType)
+}
+
+func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fields.Selector, condType string) ([]NodeReport, error) {
+	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
+	if err != nil {
+		return nil, fmt.Errorf("list nodes: %w", err)
+	}
+	ds, err := c.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: netreadySelector})
+	if err != nil {
+		return nil, fmt.Errorf("list netready's pods in %s: %w", o.Namespace, err)
+	}
+	now := o.Now()
+	var out []NodeReport
+	for i := range nodes.Items {
+		n := &nodes.Items[i]
+		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && n.Name != name {
+			continue
+		}
+		r := NodeReport{Node: n.Name, RuntimeNetworkReady: true, Tainted: taint.Has(n)}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
+				r.ReadyMessage = cond.Message
+				r.RuntimeNetworkReady = !strings.Contains(cond.Message, "NetworkReady=false")
+			}
+		}
+		if p := taint.Current(n); p != nil {
+			r.Pool = &Condition{Status: string(p.Status), Reason: p.Reason, Message: p.Message, Since: p.LastTransitionTime.Time, Age: age(now, p.LastTransitionTime.Time)}
+		}
+		for j := range ds.Items {
+			if p := &ds.Items[j]; p.Spec.NodeName == n.Name {
+				r.Netready = netreadyPod(p)
+			}
+		}
+		pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
+		if err != nil {
+			return nil, fmt.Errorf("list the pods of %s: %w", n.Name, err)
+		}
+		var oldest time.Time
+		for j := range pods.Items {
+			p := &pods.Items[j]
+			if p.Spec.NodeName != n.Name || !publish.Gated(p, condType) || p.DeletionTimestamp != nil {
+				continue
+			}
+			cur := publish.Current(p, condType)
+			if cur != nil && cur.Status == corev1.ConditionTrue {
+				continue
+			}
+			r.Waiting++
+			since := p.CreationTimestamp.Time
+			if oldest.IsZero() || since.Before(oldest) {
+				oldest = since
+			}
+		}
+		if !oldest.IsZero() {
+			r.OldestWait = age(now, oldest)
+		}
+		out = append(out, r)
+	}
+	slices.SortFunc(out, func(a, b NodeReport) int { return cmp.Compare(a.Node, b.Node) })
+	return out, nil
+}
+
+func netreadyPod(p *corev1.Pod) *NetreadyPod {
+	np := &NetreadyPod{Name: p.Name, Phase: string(p.Status.Phase)}
+	for _, c := range p.Spec.Containers {
+		if c.Name == sidecarContainer {
+			if _, tag, ok := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":"); ok {
+				np.Version = tag
+			}
+		}
+	}
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			np.Ready = c.Status == corev1.ConditionTrue
+		}
+	}
+	return np
+}
+
+func (r *PodReport) summary() string {
+	where := ""
+	if r.Node != "" {
+		where = " on node " + r.Node
+	}
+	switch {
+	case r.NetworkReady:
+		return fmt.Sprintf("pod %s/%s%s is network-ready", r.Namespace, r.Pod, where)
+	case r.Node == "":
+		s := fmt.Sprintf("pod %s/%s is not scheduled", r.Namespace, r.Pod)
+		if len(r.TaintedNodes) > 0 {
+			s += fmt.Sprintf("; netready tainted %d node(s) whose IP pool is exhausted", len(r.TaintedNodes))
+		}
+		return s
+	case !r.Gate.Present && r.Condition == nil:
+		return fmt.Sprintf("pod %s/%s%s is not gated: netready publishes no network readiness for it", r.Namespace, r.Pod, where)
+	case r.Condition == nil:
+		return fmt.Sprintf("pod %s/%s%s has no netready condition yet", r.Namespace, r.Pod, where)
+	}
+	return fmt.Sprintf("pod %s/%s%s is NOT network-ready (%s)", r.Namespace, r.Pod, where, r.Condition.Reason)
+}
+
+// age is how long ago t was, rounded for reading.
+func age(now, t time.Time) string {
+	if t.IsZero() {
+		return ""
+	}
+	d := now.Sub(t)
+	if d < time.Hour {
+		return d.Round(time.Second).String()
+	}
+	return d.Round(time.Minute).String()
+}

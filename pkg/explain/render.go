@@ -1,0 +1,93 @@
+package explain
+
+import (
+	"fmt"
+	"io"
+	"strings"
+	"text/tabwriter"
+)
+
+// WriteText writes the report for a person.
+func (r *PodReport) WriteText(w io.Writer) {
+	fmt.Fprintln(w, r.Summary)
+	fmt.Fprintf(w, "  gate:        %s: %s\n", r.ConditionType, r.Gate.Source)
+	if c := r.Condition; c != nil {
+		fmt.Fprintf(w, "  condition:   %s, %s, since %s (%s ago)\n", c.Status, c.Reason, c.Since.UTC().Format("2006-01-02T15:04:05Z"), c.Age)
+		if len(r.Attachments) == 0 {
+			fmt.Fprintf(w, "  message:     %s\n", c.Message)
+		}
+	}
+	for _, a := range r.Attachments {
+		switch {
+		case a.Programmed:
+			fmt.Fprintf(w, "  network %s (%s): programmed; ADD waited %d ms\n", a.Network, a.IfName, a.WaitedMs)
+		default:
+			fmt.Fprintf(w, "  network %s (%s): not programmed; unmet: %s\n", a.Network, a.IfName, a.Unmet)
+			if a.Late != "" {
+				fmt.Fprintf(w, "      %s\n", a.Late)
+			}
+		}
+	}
+	for _, e := range r.Events {
+		if e.Reason == "FailedScheduling" {
+			continue // below, once each
+		}
+		fmt.Fprintf(w, "  event:       %s %s (%s ago): %s\n", e.Type, e.Reason, e.Age, e.Note)
+	}
+	for _, s := range r.Scheduling {
+		fmt.Fprintf(w, "  scheduling:  %s\n", s)
+	}
+	if n := r.NodeState; n != nil {
+		writeNode(w, "node", n)
+	}
+	for i := range r.TaintedNodes {
+		writeNode(w, "tainted", &r.TaintedNodes[i])
+	}
+}
+
+func writeNode(w io.Writer, label string, n *NodeReport) {
+	var parts []string
+	if n.RuntimeNetworkReady {
+		parts = append(parts, "runtime network ready")
+	} else {
+		parts = append(parts, "runtime network NOT ready: "+n.ReadyMessage)
+	}
+	if n.Tainted {
+		parts = append(parts, "tainted netready.io/pod-ips-exhausted:NoSchedule")
+	}
+	if n.Pool != nil {
+		parts = append(parts, fmt.Sprintf("NetworkPoolExhausted=%s: %s", n.Pool.Status, n.Pool.Message))
+	}
+	fmt.Fprintf(w, "  %-12s %s: %s\n", label+":", n.Node, strings.Join(parts, "; "))
+	if p := n.Netready; p != nil {
+		ready := "not ready"
+		if p.Ready {
+			ready = "ready"
+		}
+		fmt.Fprintf(w, "  netready:    pod %s (%s), %s, %s\n", p.Name, p.Version, p.Phase, ready)
+	} else {
+		fmt.Fprintf(w, "  netready:    no netready pod on %s: nothing publishes its pods' condition\n", n.Node)
+	}
+}
+
+// WriteNodesText writes one line per node.
+func WriteNodesText(w io.Writer, nodes []NodeReport) {
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNETREADY\tVERSION\tREADY\tTAINTED\tPOOL\tWAITING\tOLDEST")
+	for _, n := range nodes {
+		pod, version, ready := "-", "-", "-"
+		if p := n.Netready; p != nil {
+			pod, version, ready = p.Name, p.Version, fmt.Sprint(p.Ready)
+		}
+		pool := "-"
+		if n.Pool != nil {
+			pool = n.Pool.Message
+		}
+		oldest := n.OldestWait
+		if oldest == "" {
+			oldest = "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", n.Node, pod, version, ready, n.Tainted, pool, n.Waiting, oldest)
+	}
+	tw.Flush()
+}
