@@ -79,7 +79,7 @@ func TestExplainPod(t *testing.T) {
 				"netready:    pod netready-x1 (v0.3.0), Running, ready",
 			}},
 		{name: "ready: with ADD's wait", pod: "web", wantReady: true, objs: []runtime.Object{gatedPod("web", "n1", readyCond)},
-			wantText: []string{"pod shop/web on node n1 is network-ready", "network podnet (eth0): programmed; ADD waited 212 ms"}},
+			wantText: []string{"pod shop/web on node n1 is network-ready", "network podnet (eth0): programmed 212 ms after ADD began"}},
 		{name: "unscheduled: the tainted node's pool", pod: "big", objs: []runtime.Object{gatedPod("big", "", nil), tainted, schedEv},
 			wantText: []string{
 				"pod shop/big is not scheduled; netready tainted 1 node(s) whose IP pool is exhausted",

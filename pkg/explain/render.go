@@ -20,7 +20,7 @@ func (r *PodReport) WriteText(w io.Writer) {
 	for _, a := range r.Attachments {
 		switch {
 		case a.Programmed:
-			fmt.Fprintf(w, "  network %s (%s): programmed; ADD waited %d ms\n", a.Network, a.IfName, a.WaitedMs)
+			fmt.Fprintf(w, "  network %s (%s): programmed %d ms after ADD began\n", a.Network, a.IfName, a.WaitedMs)
 		default:
 			fmt.Fprintf(w, "  network %s (%s): not programmed; unmet: %s\n", a.Network, a.IfName, a.Unmet)
 			if a.Late != "" {

@@ -589,8 +589,8 @@ func TestNode(t *testing.T) {
 			t.Errorf("marker after the sidecar's re-check = %+v, want ready", m)
 		}
 		t.Logf("proceed: kubectl netready explain once it is Ready:\n%s",
-			n.explainSays("proceeding", 0, "pod default/proceeding on node nr-node is network-ready", "network nr-node (eth0): programmed; ADD waited"))
-		n.explainSays("held", 0, "is network-ready", "network nr-node (eth0): programmed; ADD waited")
+			n.explainSays("proceeding", 0, "pod default/proceeding on node nr-node is network-ready", "network nr-node (eth0): programmed", "ms after ADD began"))
+		n.explainSays("held", 0, "is network-ready", "network nr-node (eth0): programmed", "ms after ADD began")
 	})
 
 	t.Run("pool exhausted: a taint, not NotReady", func(t *testing.T) {
