@@ -29,6 +29,7 @@ import (
 	"k8s.io/client-go/util/workqueue"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
 )
@@ -94,7 +95,16 @@ type controller struct {
 	checking map[string]*recheckState      // pending re-checks, by marker path
 	progress map[string]*marker.Marker     // their latest reasons
 	observed map[string]string             // marker path -> state whose wait was observed
-	sent     map[types.UID]sentCondition   // what was last patched, per pod
+	// addSeen holds, per marker path, the ADD (its start) already counted
+	// in netready_add_wait_seconds; ADDs that began before started are
+	// not counted (a restart would count them twice).
+	addSeen map[string]time.Time
+	started time.Time
+	// journals follow each network's outcome journal; the main loop alone
+	// uses them.
+	journals map[string]*outcome.Reader
+	scanned  bool
+	sent     map[types.UID]sentCondition // what was last patched, per pod
 	// unreadable holds markers that exist but could not be read, with
 	// why. One that is also in markers keeps its pod not ready; one that
 	// is not (never read) may be any new pod's, so no pod is judged
@@ -150,6 +160,7 @@ func newController(o options, client kube, recorder eventRecorder, log *slog.Log
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
+		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{},
 		unreadable: map[string]error{}, refused: map[types.UID]refusal{},
 	}
 }
@@ -295,6 +306,7 @@ func (c *controller) scan(w *fsnotify.Watcher) {
 			continue
 		}
 		listed[dir] = true
+		c.readJournal(dir)
 		for _, f := range files {
 			if isMarker(f.Name()) {
 				path := filepath.Join(dir, f.Name())
@@ -303,6 +315,7 @@ func (c *controller) scan(w *fsnotify.Watcher) {
 			}
 		}
 	}
+	c.scanned = true
 	for _, path := range c.knownPaths() {
 		if !seen[path] && (listed[filepath.Dir(path)] || !slices.ContainsFunc(nets, func(e os.DirEntry) bool {
 			return filepath.Join(c.opts.StateDir, e.Name()) == filepath.Dir(path)
@@ -342,8 +355,11 @@ func (c *controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 		}
 		return
 	}
-	if isMarker(filepath.Base(ev.Name)) {
+	switch base := filepath.Base(ev.Name); {
+	case isMarker(base):
 		c.onMarker(ev.Name)
+	case base == outcome.FileName:
+		c.readJournal(filepath.Dir(ev.Name))
 	}
 }
 
@@ -379,6 +395,7 @@ func (c *controller) onMarker(path string) {
 	if c.readable(path) {
 		defer c.queueUnjudged()
 	}
+	c.countADD(path, m)
 	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
 		c.note(path, "marker names no Kubernetes pod; nothing to publish")
 		return
@@ -817,6 +834,42 @@ func (c *controller) observeWait(path string, m *marker.Marker) {
 	}
 }
 
+// countADD counts the ADD a marker tells of in netready_add_wait_seconds,
+// once, as the ADD left it: ready, or pending (timeout_proceed); a re-check
+// that later makes it ready keeps its start and is not counted again.
+func (c *controller) countADD(path string, m *marker.Marker) {
+	c.mu.Lock()
+	seen := c.addSeen[path].Equal(m.CreatedAt.Time)
+	c.addSeen[path] = m.CreatedAt.Time
+	c.mu.Unlock()
+	if seen || m.CreatedAt.Before(c.started) {
+		return
+	}
+	o := outcome.Ready
+	if m.State == marker.StatePending {
+		o = outcome.TimeoutProceed
+	}
+	c.metrics.addWait.WithLabelValues(m.Network, o).Observe(float64(m.WaitedMs) / 1000)
+}
+
+// readJournal counts the records appended to a network folder's outcome
+// journal since it was last read. At start-up the journal is followed
+// from its end: what is there was counted before a restart.
+func (c *controller) readJournal(dir string) {
+	j := c.journals[dir]
+	if j == nil {
+		j = outcome.NewReader(dir, !c.scanned)
+		c.journals[dir] = j
+	}
+	recs, err := j.Read()
+	if err != nil {
+		c.note(dir, "outcome journal", "err", err)
+	}
+	for _, r := range recs {
+		c.metrics.addWait.WithLabelValues(filepath.Base(dir), r.Outcome).Observe(float64(r.WaitedMs) / 1000)
+	}
+}
+
 // startCheck goes on with a pending marker's checks, once per marker,
 // until they hold, the marker goes, or the pod does. It never gives up:
 // after --pending-timeout it backs off to one round a minute.
@@ -901,6 +954,7 @@ func (c *controller) forget(path string) (markerRef, bool) {
 	c.unindexLocked(path)
 	delete(c.logged, path)
 	delete(c.observed, path)
+	delete(c.addSeen, path)
 	delete(c.unreadable, path)
 	return ref, ok
 }

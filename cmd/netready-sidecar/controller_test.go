@@ -19,6 +19,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -34,6 +35,7 @@ import (
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
 )
@@ -661,4 +663,65 @@ func TestRefusalBackoffSchedule(t *testing.T) {
 	if diff := cmp.Diff(wantSchedule, got); diff != "" {
 		t.Errorf("backoff (-want +got):\n%s", diff)
 	}
+}
+
+// TestAddWaitCountsEveryOutcomeOnce: netready_add_wait_seconds counts each
+// ADD once, as the ADD left it: ready and pending markers of gated and
+// ungated pods, and fail-mode timeouts from the outcome journal; not a
+// re-check that makes a pending marker ready, and not what was there
+// before the sidecar started.
+func TestAddWaitCountsEveryOutcomeOnce(t *testing.T) {
+	gated, plain, late := gatedPod("web-a", "u-a"), gatedPod("web-b", "u-b"), gatedPod("web-c", "u-c")
+	plain.Spec.ReadinessGates = nil
+	h := newHarness(t, nil, gated, plain, late)
+	dir := filepath.Join(h.c.opts.StateDir, "podnet")
+	// Before start: an ADD and a journal record, counted by an earlier
+	// sidecar.
+	h.writeMarker(late, "podnet", "eth0", marker.StateReady, time.Now().Add(-time.Hour))
+	if err := outcome.Append(dir, outcome.Record{ContainerID: "old", IfName: "eth0", Outcome: outcome.TimeoutFail, WaitedMs: 10_000}); err != nil {
+		t.Fatal(err)
+	}
+	h.run()
+	// What comes after the first scan is new.
+	for deadline := time.Now().Add(10 * time.Second); !h.c.ready.Load(); time.Sleep(10 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the controller never became ready")
+		}
+	}
+	count := func(o string) uint64 {
+		var m dto.Metric
+		h.c.metrics.addWait.WithLabelValues("podnet", o).(prometheus.Histogram).Write(&m)
+		return m.GetHistogram().GetSampleCount()
+	}
+	now := time.Now()
+	h.writeMarker(gated, "podnet", "eth0", marker.StatePending, now)
+	h.writeMarker(plain, "podnet", "eth0", marker.StateReady, now)
+	for i := range 2 {
+		outcome.Append(dir, outcome.Record{ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0", Outcome: outcome.TimeoutFail, WaitedMs: 10_000})
+	}
+	want := map[string]uint64{outcome.Ready: 1, outcome.TimeoutProceed: 1, outcome.TimeoutFail: 2}
+	waitFor := func(what string) {
+		t.Helper()
+		for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+			got := map[string]uint64{}
+			for o := range want {
+				got[o] = count(o)
+			}
+			if cmp.Equal(want, got) {
+				return
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("%s: counts (-want +got):\n%s", what, cmp.Diff(want, got))
+			}
+		}
+	}
+	waitFor("one of each ADD")
+	// The re-check's rewrite keeps the ADD's start: not another ADD.
+	h.writeMarker(gated, "podnet", "eth0", marker.StateReady, now)
+	time.Sleep(300 * time.Millisecond)
+	waitFor("after a re-check made the pending marker ready")
+	// A new ADD of the same attachment is counted.
+	h.writeMarker(plain, "podnet", "eth0", marker.StateReady, now.Add(time.Second))
+	want[outcome.Ready] = 2
+	waitFor("a second ADD of the same attachment")
 }

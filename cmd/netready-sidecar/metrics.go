@@ -18,6 +18,7 @@ type metrics struct {
 	poolFree       *prometheus.GaugeVec
 	poolSize       *prometheus.GaugeVec
 	tainted        prometheus.Gauge
+	addWait        *prometheus.HistogramVec
 }
 
 func newMetrics(reg prometheus.Registerer) *metrics {
@@ -60,6 +61,11 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "netready_pool_size",
 			Help: "Addresses host-local can hand out in all, per network and range set.",
 		}, []string{"network", "range"}),
+		addWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "netready_add_wait_seconds",
+			Help:    "How long each ADD that began while the sidecar ran waited for the network, by network and outcome: ready, timeout_proceed (a pending marker), timeout_fail (from the outcome journal: the marker is removed).",
+			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
+		}, []string{"network", "outcome"}),
 		tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -72,6 +78,6 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.refused, m.refusedPods, m.pending, m.published, m.poolFree, m.poolSize,
-		m.tainted, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.tainted, m.addWait, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

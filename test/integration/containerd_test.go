@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/status"
 )
 
@@ -368,12 +369,13 @@ func TestContainerd(t *testing.T) {
 		c.crictl("stopp", id)
 		c.crictl("rmp", id)
 	}
-	// What may stay is STATUS's pool count; no marker, and no temp file.
+	// What may stay is STATUS's pool count and the outcome journal of
+	// fail-mode timeouts; no marker, and no temp file.
 	poolCount := status.PoolCachePath(n.StateDir, n.Name)
 	entries, _ := os.ReadDir(filepath.Join(n.StateDir, n.Name))
 	var markers []string
 	for _, e := range entries {
-		if filepath.Join(n.StateDir, n.Name, e.Name()) != poolCount {
+		if filepath.Join(n.StateDir, n.Name, e.Name()) != poolCount && !strings.HasPrefix(e.Name(), outcome.FileName) {
 			markers = append(markers, e.Name())
 		}
 	}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -101,6 +102,35 @@ func TestSidecar(t *testing.T) {
 		c = waitCondition(t, a, "web-0", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if c.Reason != "NetworkProgrammed" || !c.LastTransitionTime.After(falseAt.Time) && !c.LastTransitionTime.Equal(&falseAt) {
 			t.Errorf("ready condition = %+v", c)
+		}
+	})
+
+	t.Run("every ADD outcome is counted, a fail-mode timeout too", func(t *testing.T) {
+		n.Netready()["onTimeout"] = "fail"
+		n.write()
+		defer func() { n.Netready()["onTimeout"] = "proceed"; n.write() }()
+		pod := a.newPod("web-f", testNode)
+		netns := newNS(t)
+		agent.setPod(containerID(netns.Path()), pod.Namespace, pod.Name, time.Hour)
+		args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-f;K8S_POD_UID=" + string(pod.UID)
+		if out, err := n.add(netns.Path(), args); err == nil || !strings.Contains(out+err.Error(), "timed out") {
+			t.Fatalf("ADD in fail mode with the pod never programmed = %v %s, want a timeout", err, out)
+		}
+		if _, err := os.Stat(n.markerPath(containerID(netns.Path()), "eth0")); !os.IsNotExist(err) {
+			t.Errorf("a fail-mode timeout left a marker: %v", err)
+		}
+		want := []string{
+			`netready_add_wait_seconds_count{network="` + n.Name + `",outcome="timeout_fail"} 1`,
+			`netready_add_wait_seconds_count{network="` + n.Name + `",outcome="timeout_proceed"} 1`,
+		}
+		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
+			m := metricsText(t, listen)
+			if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(m, w) }) {
+				break
+			}
+			if time.Since(start) > 10*time.Second {
+				t.Fatalf("/metrics lacks %v:\n%s", want, grepLines(m, "netready_add_wait_seconds_count"))
+			}
 		}
 	})
 

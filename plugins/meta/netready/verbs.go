@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"path/filepath"
 	"slices"
 	"time"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/status"
 	"github.com/netready/netready/pkg/wait"
 )
@@ -49,21 +51,26 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
-	outcome, err := wait.Until(ctx, cs, wait.Options{Since: start, Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
+	res, err := wait.Until(ctx, cs, wait.Options{Since: start, Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
 	if err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
 
 	store := marker.Store{Dir: conf.StateDir}
-	m := marker.New(att, outcome, start)
-	if !outcome.Ready() {
+	m := marker.New(att, res, start)
+	if !res.Ready() {
 		if conf.OnTimeout == config.OnTimeoutFail {
 			// A marker left by an earlier ADD must not claim readiness now.
 			if err := store.Remove(markerKey(att)); err != nil {
 				log.Warn("cannot remove old marker", "err", err)
 			}
+			// No marker tells of this wait, so the sidecar counts it
+			// from the outcome journal.
+			if err := journalTimeout(store, att, m.WaitedMs); err != nil {
+				log.Warn("cannot record the timeout", "err", err)
+			}
 			return logged(log, types.NewError(types.ErrTryAgainLater,
-				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, outcome.Unmet()), ""))
+				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, res.Unmet()), ""))
 		}
 		m.State = marker.StatePending
 		m.ReadyAt = nil
@@ -72,8 +79,19 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
 	}
-	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", outcome.Unmet())
+	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", res.Unmet())
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+}
+
+// journalTimeout appends a fail-mode timeout to the network's outcome
+// journal.
+func journalTimeout(store marker.Store, att *attachment.Attachment, waitedMs int64) error {
+	path, err := store.Path(markerKey(att))
+	if err != nil {
+		return err
+	}
+	return outcome.Append(filepath.Dir(path), outcome.Record{ContainerID: att.ContainerID, IfName: att.IfName,
+		Outcome: outcome.TimeoutFail, WaitedMs: waitedMs, At: time.Now().UTC()})
 }
 
 func cmdCheck(args *skel.CmdArgs) error {
