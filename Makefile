@@ -8,12 +8,13 @@ CNI_BIN := $(CACHE)/cni-plugins
 CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 CRIO_BIN := $(CACHE)/crio
+PROMTOOL_BIN := $(CACHE)/promtool
 # The release `make test` builds and checks, as `make release` would.
 TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
-TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN)
+TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool
 
-.PHONY: all build image release test-release demo-node deps tools containerd k8s crio demo test unit integration bench fuzz lint clean
+.PHONY: all build image release test-release demo-node deps tools containerd k8s crio promtool demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -55,6 +56,9 @@ k8s:
 crio: deps
 	@scripts/build-crio.sh $(CRIO_BIN)
 
+promtool:
+	@scripts/build-promtool.sh $(PROMTOOL_BIN)
+
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
@@ -65,7 +69,7 @@ demo-node: deps tools containerd k8s build image test-release
 	  $(GO) test -tags 'integration demo' -count=1 -run '^TestNodeDemo$$' -v -timeout 10m ./test/integration/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s crio build image test-release unit integration
+test: deps tools containerd k8s crio promtool build image test-release unit integration
 
 unit:
 	$(GO) test -count=1 ./...

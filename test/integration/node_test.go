@@ -7,7 +7,9 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -139,6 +141,18 @@ func (n *k8sNode) pod(name string) *corev1.Pod {
 		return &corev1.Pod{}
 	}
 	return p
+}
+
+// nodeMetrics scrapes the deployed sidecar: host network, loopback port
+// 9095 (deploy/'s METRICS_LISTEN).
+func nodeMetrics(t *testing.T) string {
+	resp, err := http.Get("http://127.0.0.1:9095/metrics")
+	if err != nil {
+		return ""
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	return string(data)
 }
 
 func podReady(p *corev1.Pod) bool {
@@ -448,6 +462,23 @@ func TestNode(t *testing.T) {
 	t.Run("gated pod, slow agent, onTimeout fail", func(t *testing.T) {
 		n.t = t
 		const delay = 3 * time.Second
+		// A pod the agent never programs: its ADD times out (30 s, fail)
+		// while "held" waits and turns Ready beside it, and the timeout
+		// must reach the sidecar's metrics though it leaves no marker.
+		// Its address is allocated before "held" is created, so that
+		// programLater watches held's.
+		before := n.allocations()
+		n.createPod(nodePod("never", true))
+		n.waitFor("the never-programmed pod's address", time.Minute, func() bool { return n.allocations() > before })
+		neverAt := time.Now()
+		defer func() {
+			// Programmed at last, so that kubelet's retry does not hold
+			// an ADD for 30 s; then gone, with its address, before the
+			// pool scenario counts the pool.
+			n.program("never")
+			n.Admin.CoreV1().Pods("default").Delete(ctx, "never", metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
+			n.waitFor("the never-programmed pod's address released", 2*time.Minute, func() bool { return n.allocations() <= before+1 })
+		}()
 		programmed := n.programLater("held", delay)
 		created := time.Now()
 		n.createPod(nodePod("held", true))
@@ -479,6 +510,19 @@ func TestNode(t *testing.T) {
 		if c := publish.Current(p, nodeConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
 			t.Errorf("condition = %+v", c)
 		}
+		// The deployed sidecar's own /metrics (host network, loopback).
+		const timedOut = `netready_add_wait_seconds_count{network="nr-node",outcome="timeout_fail"} `
+		var scrape string
+		n.waitFor("a fail-mode timeout in netready_add_wait_seconds", time.Minute, func() bool {
+			scrape = nodeMetrics(t)
+			return strings.Contains(scrape, timedOut)
+		})
+		t.Logf("fail: the never-programmed pod's ADD timed out and was counted %.1fs after its address was allocated: %s", time.Since(neverAt).Seconds(),
+			strings.TrimSpace(grepLines(scrape, timedOut)))
+		if p := n.pod("never"); p.Status.Phase == corev1.PodRunning {
+			t.Errorf("the never-programmed pod runs: a fail-mode timeout let its sandbox start")
+		}
+		checkMetrics(t, scrape)
 	})
 
 	t.Run("agent down", func(t *testing.T) {
@@ -567,7 +611,8 @@ func TestNode(t *testing.T) {
 
 	t.Run("gated pod, slow agent, onTimeout proceed", func(t *testing.T) {
 		n.t = t
-		programmed := n.programLater("proceeding", 8*time.Second)
+		// The agent programs the pod only once the test has looked at it
+		// waiting: under load a timed agent raced kubectl netready.
 		n.createPod(nodePod("proceeding", true))
 		p := n.waitPod("proceeding", "Running, not Ready, its condition published", time.Minute, func(p *corev1.Pod) bool {
 			return p.Status.Phase == corev1.PodRunning && !podReady(p) && publish.Current(p, nodeConditionType) != nil
@@ -582,7 +627,8 @@ func TestNode(t *testing.T) {
 		if c := publish.Current(p, nodeConditionType); c == nil || c.Status != corev1.ConditionFalse {
 			t.Logf("condition while pending: %+v", c)
 		}
-		wrote := <-programmed
+		wrote := time.Now()
+		n.program("proceeding")
 		p = n.waitPod("proceeding", "Ready", time.Minute, podReady)
 		t.Logf("proceed: pod Running unready, then Ready %.2fs after the agent programmed it", time.Since(wrote).Seconds())
 		if m := n.markerFor(p); m == nil || m.State != marker.StateReady {

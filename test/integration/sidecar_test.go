@@ -236,6 +236,7 @@ func TestSidecar(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
+	checkMetrics(t, m)
 }
 
 // TestStalePodUIDIsRefused: the guard of every condition patch, on the real

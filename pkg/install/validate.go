@@ -1,4 +1,4 @@
-package main
+package install
 
 import (
 	"bytes"
@@ -12,12 +12,12 @@ import (
 	"github.com/netready/netready/pkg/conflist"
 )
 
-// validateFile checks an entry (a file or a folder of fragments, as
+// ValidateFile checks an entry (a file or a folder of fragments, as
 // --config takes it), or the netready entry of a conflist, with
 // the plugin's own rules, offline: it reads path ("-" for stdin) and
 // nothing else, and needs no writable folder. It prints every problem on
 // its own line and returns the exit code: 0 for none, 1 for any.
-func validateFile(path string, stdin io.Reader, out io.Writer) int {
+func ValidateFile(path string, stdin io.Reader, out io.Writer) int {
 	problems := entryProblems(path, stdin)
 	for _, p := range problems {
 		fmt.Fprintf(out, "%s: %s\n", path, strings.ReplaceAll(p.Error(), "\n", "; "))

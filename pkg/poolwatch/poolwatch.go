@@ -1,4 +1,9 @@
-package main
+// Package poolwatch owns the node's IP pools as the scheduler sees them:
+// it counts host-local's pools of the networks whose netready entry asks
+// for it, taints the Node NoSchedule while one is short, keeps the
+// NetworkPoolExhausted condition and the pool metrics saying why, and
+// records a Node Event when the taint goes on and comes off.
+package poolwatch
 
 import (
 	"context"
@@ -18,11 +23,14 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/health"
+	"github.com/netready/netready/pkg/kubeapi"
+	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/pkg/taint"
 )
 
-// poolWatcher taints this node (netready.io/pod-ips-exhausted:NoSchedule)
+// Watcher taints this node (netready.io/pod-ips-exhausted:NoSchedule)
 // while the pool of a network whose entry has poolAction "taint" is short,
 // and keeps the NetworkPoolExhausted condition saying why. It wakes on
 // inotify events in the CNI config folder and host-local's data folders,
@@ -34,16 +42,16 @@ import (
 // folder (a vendor's rewrite, which netready-install repairs) is still
 // counted for forgetAfter, so that its taint and hysteresis outlive the
 // rewrite.
-type poolWatcher struct {
+type Watcher struct {
 	confDir     string
 	node        string
-	nodes       kube
-	events      eventRecorder // Node Events for the taint; nil records none
+	nodes       kubeapi.Client
+	events      kubeapi.EventRecorder // Node Events for the taint; nil records none
 	resync      time.Duration
 	forgetAfter time.Duration
 	log         *slog.Logger
-	metrics     *metrics
-	health      *health
+	metrics     *metrics.Metrics
+	health      *health.Health
 	now         func() time.Time
 	newWatcher  func() (*fsnotify.Watcher, error)
 
@@ -80,11 +88,27 @@ type goneNetwork struct {
 	since time.Time
 }
 
+// retryMax bounds the backoff of a failing Node read or write.
+const retryMax = 10 * time.Second
+
 // healthPart is the pool watch's name in /healthz.
 const healthPart = "pool watch"
 
-func newPoolWatcher(o options, nodes kube, events eventRecorder, log *slog.Logger, m *metrics, h *health) *poolWatcher {
-	return &poolWatcher{confDir: o.CNIConfDir, node: o.NodeName, nodes: nodes, events: events, resync: o.PoolResync, forgetAfter: o.PoolForgetAfter,
+// Config is what the watch is told.
+type Config struct {
+	ConfDir string // the node's CNI config folder, read-only
+	Node    string
+	// Resync: every pool is counted and compared with the Node this
+	// often, besides inotify.
+	Resync time.Duration
+	// ForgetAfter: how long a network whose netready entry left the
+	// config folder is still counted.
+	ForgetAfter time.Duration
+}
+
+// New returns the watch of cfg.Node's pools; Run runs it.
+func New(o Config, nodes kubeapi.Client, events kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, h *health.Health) *Watcher {
+	return &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
 		short: map[string]bool{}, series: map[[2]string]bool{}, gone: map[string]goneNetwork{}}
 }
@@ -98,17 +122,17 @@ type judgement struct {
 	reloaded bool
 }
 
-// run keeps the watch going until ctx ends. While it cannot run (no
+// Run keeps the watch going until ctx ends. While it cannot run (no
 // inotify instance to be had: the limit is shared with the host), /healthz
 // fails, so that kubelet restarts the container, and it is tried again.
-func (w *poolWatcher) run(ctx context.Context) {
+func (w *Watcher) Run(ctx context.Context) {
 	backoff := time.Second
 	for {
 		err := w.watch(ctx)
 		if ctx.Err() != nil {
 			return
 		}
-		w.health.set(healthPart, err)
+		w.health.Set(healthPart, err)
 		w.log.Error("pool watch stopped; no taint is added or lifted until it runs again", "err", err, "retryAfter", backoff)
 		select {
 		case <-ctx.Done():
@@ -120,13 +144,13 @@ func (w *poolWatcher) run(ctx context.Context) {
 }
 
 // watch runs the watch once, until ctx ends (nil) or inotify fails.
-func (w *poolWatcher) watch(ctx context.Context) error {
+func (w *Watcher) watch(ctx context.Context) error {
 	fsw, err := w.newWatcher()
 	if err != nil {
 		return fmt.Errorf("inotify: %w", err)
 	}
 	defer fsw.Close()
-	w.health.set(healthPart, nil)
+	w.health.Set(healthPart, nil)
 	failed := make(chan error, 1)
 	wake := make(chan struct{}, 1)
 	poke := func() {
@@ -167,7 +191,7 @@ func (w *poolWatcher) watch(ctx context.Context) error {
 	full := true
 	for {
 		if err := w.reconcile(ctx, fsw, full); err != nil {
-			w.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
+			w.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 			w.log.Warn("node not updated; retrying", "node", w.node, "after", backoff, "err", err)
 			// Capped as the pod queue is: after a long outage, the taint
 			// lags the API server's return by at most retryMax.
@@ -197,7 +221,7 @@ func (w *poolWatcher) watch(ctx context.Context) error {
 }
 
 // nextExpiry is when the first held network is forgotten.
-func (w *poolWatcher) nextExpiry() (time.Time, bool) {
+func (w *Watcher) nextExpiry() (time.Time, bool) {
 	var first time.Time
 	for _, g := range w.gone {
 		if at := g.since.Add(w.forgetAfter); first.IsZero() || at.Before(first) {
@@ -209,8 +233,8 @@ func (w *poolWatcher) nextExpiry() (time.Time, bool) {
 
 // reconcile counts every pool and, when the verdict differs from what the
 // node shows (or on a full round), reads the node and patches it.
-func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full bool) error {
-	ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full bool) error {
+	ctx, cancel := context.WithTimeout(ctx, kubeapi.Timeout)
 	defer cancel()
 	if w.seeded == nil {
 		// The node's taint seeds the hysteresis before the first count.
@@ -265,17 +289,17 @@ func (w *poolWatcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full
 	return nil
 }
 
-func (w *poolWatcher) setTainted(has bool) {
+func (w *Watcher) setTainted(has bool) {
 	v := 0.0
 	if has {
 		v = 1
 	}
-	w.metrics.tainted.Set(v)
+	w.metrics.Tainted.Set(v)
 }
 
 // recordTaint records a Node Event for a taint netready put on or took
 // off, naming the pools and their counts.
-func (w *poolWatcher) recordTaint(node *corev1.Node, on bool, pools string) {
+func (w *Watcher) recordTaint(node *corev1.Node, on bool, pools string) {
 	if w.events == nil {
 		return
 	}
@@ -290,7 +314,7 @@ func (w *poolWatcher) recordTaint(node *corev1.Node, on bool, pools string) {
 
 // judge counts every pool. It reads the config folder first on full rounds
 // and after a change in it, and keeps the inotify watches in step.
-func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
+func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 	reloaded := false
 	if !w.loaded || full || w.confChanged.Swap(false) {
 		w.loadNetworks()
@@ -321,8 +345,8 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			}
 			free, _ := r.Free().Float64()
 			size, _ := r.Usable.Float64()
-			w.metrics.poolFree.WithLabelValues(n.Network, r.Set).Set(free)
-			w.metrics.poolSize.WithLabelValues(n.Network, r.Set).Set(size)
+			w.metrics.PoolFree.WithLabelValues(n.Network, r.Set).Set(free)
+			w.metrics.PoolSize.WithLabelValues(n.Network, r.Set).Set(size)
 			series[[2]string{n.Network, r.Set}] = true
 		}
 		msg := pool.Describe(n.Network, rs) + fmt.Sprintf(" (minFree %d)", n.MinFree)
@@ -336,8 +360,8 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 	// from a scrape.
 	for s := range w.series {
 		if !series[s] {
-			w.metrics.poolFree.DeleteLabelValues(s[0], s[1])
-			w.metrics.poolSize.DeleteLabelValues(s[0], s[1])
+			w.metrics.PoolFree.DeleteLabelValues(s[0], s[1])
+			w.metrics.PoolSize.DeleteLabelValues(s[0], s[1])
 		}
 	}
 	w.series = series
@@ -350,7 +374,7 @@ func (w *poolWatcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 // counted is every network to count: those of the config folder, and
 // those whose entry left it less than forgetAfter ago (returned apart too).
 // Networks held longer are forgotten here.
-func (w *poolWatcher) counted() ([]pool.Network, map[string]goneNetwork) {
+func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
 	nets := slices.Clone(w.nets)
 	held := map[string]goneNetwork{}
 	for name, g := range w.gone {
@@ -377,7 +401,7 @@ func count(n pool.Network) ([]pool.Range, error) {
 
 // loadNetworks reads the config folder. A folder that cannot be read says
 // nothing about the pools: the last networks stay, and so does any taint.
-func (w *poolWatcher) loadNetworks() {
+func (w *Watcher) loadNetworks() {
 	nets, problems, err := pool.Networks(w.confDir)
 	switch {
 	case err != nil:
@@ -415,7 +439,7 @@ func (w *poolWatcher) loadNetworks() {
 // made it, its parent). A folder that does not exist yet is added at a
 // later read: its parent's event or the resync. One that was removed
 // drops out of WatchList.
-func (w *poolWatcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
+func (w *Watcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
 	want := map[string]bool{filepath.Clean(w.confDir): true}
 	for _, d := range w.pluginDirs {
 		want[d] = true
@@ -439,7 +463,7 @@ func (w *poolWatcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
 }
 
 // note logs a problem of the config folder once, and its end.
-func (w *poolWatcher) note(err error) {
+func (w *Watcher) note(err error) {
 	s := ""
 	if err != nil {
 		s = err.Error()
@@ -455,14 +479,14 @@ func (w *poolWatcher) note(err error) {
 	}
 }
 
-// liftAll is the pool side of an uninstall: it takes netready's taint and
+// LiftAll is the pool side of an uninstall: it takes netready's taint and
 // condition off the node, retrying with backoff until that is done or ctx
 // ends. /readyz waits for it, so that a rolled-out uninstall DaemonSet
 // means every node is clear.
-func liftAll(ctx context.Context, nodes kube, node string, log *slog.Logger, h *health) {
+func LiftAll(ctx context.Context, nodes kubeapi.Client, node string, log *slog.Logger, h *health.Health) {
 	log = log.With("part", "pool")
 	lift := func() error {
-		ctx, cancel := context.WithTimeout(ctx, apiTimeout)
+		ctx, cancel := context.WithTimeout(ctx, kubeapi.Timeout)
 		defer cancel()
 		n, err := nodes.GetNode(ctx, node)
 		if err != nil {
@@ -480,11 +504,11 @@ func liftAll(ctx context.Context, nodes kube, node string, log *slog.Logger, h *
 		}
 		return nil
 	}
-	h.setUnready(healthPart, errors.New("uninstall: the taint is not lifted yet"))
+	h.SetUnready(healthPart, errors.New("uninstall: the taint is not lifted yet"))
 	for backoff := time.Second; ; backoff = min(2*backoff, time.Minute) {
 		err := lift()
 		if err == nil {
-			h.setUnready(healthPart, nil)
+			h.SetUnready(healthPart, nil)
 			log.Info("uninstall: the node carries no netready taint or condition", "taint", taint.Key)
 			return
 		}

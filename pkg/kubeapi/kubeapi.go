@@ -1,4 +1,8 @@
-package main
+// Package kubeapi owns netready-sidecar's calls to the Kubernetes API: this
+// node's pods and their status, its own Node, and Events, over REST
+// clients that know only core/v1 and events/v1, and the recorder that
+// sends Events in the background.
+package kubeapi
 
 import (
 	"context"
@@ -8,6 +12,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -15,11 +20,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 )
 
-// kube is all the sidecar asks of the API server: this node's pods and
+// Timeout bounds each call to the API server.
+const Timeout = 10 * time.Second
+
+// Client is all the sidecar asks of the API server: this node's pods and
 // their status, its own Node, and Events about pods.
-type kube interface {
+type Client interface {
 	ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error)
 	WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error)
 	PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error
@@ -28,15 +37,16 @@ type kube interface {
 	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
 }
 
-// restKube is kube over two REST clients whose codec knows core/v1 and
+// REST is Client over two REST clients whose codec knows core/v1 and
 // events/v1 only. client-go's typed clients pull in a scheme of every API
 // group, which doubled the binary and its resident memory.
-type restKube struct {
+type REST struct {
 	core, events rest.Interface
 	params       runtime.ParameterCodec
 }
 
-func newRESTKube(cfg *rest.Config) (*restKube, error) {
+// NewREST makes a Client for cfg.
+func NewREST(cfg *rest.Config) (*REST, error) {
 	scheme := runtime.NewScheme()
 	if err := corev1.AddToScheme(scheme); err != nil {
 		return nil, err
@@ -62,52 +72,52 @@ func newRESTKube(cfg *rest.Config) (*restKube, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events/v1 client: %w", err)
 	}
-	return &restKube{core: core, events: events, params: runtime.NewParameterCodec(scheme)}, nil
+	return &REST{core: core, events: events, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
-func (k *restKube) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
+func (k *REST) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
 	var list corev1.PodList
 	err := k.core.Get().Resource("pods").VersionedParams(&opts, k.params).Do(ctx).Into(&list)
 	return &list, err
 }
 
-func (k *restKube) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
+func (k *REST) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.Interface, error) {
 	opts.Watch = true
 	return k.core.Get().Resource("pods").VersionedParams(&opts, k.params).Watch(ctx)
 }
 
-func (k *restKube) PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error {
+func (k *REST) PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error {
 	return k.core.Patch(pt).Namespace(namespace).Resource("pods").Name(name).SubResource("status").Body(data).Do(ctx).Error()
 }
 
-func (k *restKube) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
+func (k *REST) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 	var node corev1.Node
 	err := k.core.Get().Resource("nodes").Name(name).Do(ctx).Into(&node)
 	return &node, err
 }
 
-func (k *restKube) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
+func (k *REST) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
 	var node corev1.Node
 	err := k.core.Patch(pt).Resource("nodes").Name(name).SubResource(subresources...).Body(data).Do(ctx).Into(&node)
 	return &node, err
 }
 
-func (k *restKube) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
+func (k *REST) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	return k.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
 }
 
-// eventRecorder is the part of client-go's events.EventRecorder the
+// EventRecorder is the part of client-go's events.EventRecorder the
 // controller uses, so that tests can pass client-go's FakeRecorder.
-type eventRecorder interface {
+type EventRecorder interface {
 	Eventf(regarding runtime.Object, related runtime.Object, eventtype, reason, action, note string, args ...interface{})
 }
 
-// recorder writes events/v1 Events about pods and the Node in the
+// Recorder writes events/v1 Events about pods and the Node in the
 // background. Events come only with a change of a pod's condition or of
 // the taint, so there is no series to aggregate; a full queue drops the Event (logged) rather than hold up
 // publishing.
-type recorder struct {
-	kube     kube
+type Recorder struct {
+	kube     Client
 	instance string
 	log      *slog.Logger
 	queue    chan *eventsv1.Event
@@ -119,13 +129,14 @@ const (
 	reportingControl = "netready-sidecar"
 )
 
-func newRecorder(k kube, node string, log *slog.Logger) *recorder {
-	return &recorder{kube: k, instance: reportingControl + "-" + node, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
+// NewRecorder makes the recorder of the sidecar of node; Run sends.
+func NewRecorder(k Client, node string, log *slog.Logger) *Recorder {
+	return &Recorder{kube: k, instance: reportingControl + "-" + node, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
 }
 
 // Eventf queues an Event about a pod, or about a Node (in the default
 // namespace, where Node Events go); other objects are not recorded.
-func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
+func (r *Recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype, reason, action, note string, args ...interface{}) {
 	var ref corev1.ObjectReference
 	namespace := metav1.NamespaceDefault
 	switch o := regarding.(type) {
@@ -154,18 +165,35 @@ func (r *recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype,
 	}
 }
 
-// run sends queued Events until ctx ends, each bounded by apiTimeout.
-func (r *recorder) run(ctx context.Context) {
+// Run sends queued Events until ctx ends, each bounded by Timeout.
+func (r *Recorder) Run(ctx context.Context) {
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case ev := <-r.queue:
-			actx, cancel := context.WithTimeout(ctx, apiTimeout)
+			actx, cancel := context.WithTimeout(ctx, Timeout)
 			if err := r.kube.CreateEvent(actx, ev); err != nil {
 				r.log.Warn("event not recorded", "regarding", ev.Regarding.Kind+" "+ev.Regarding.Namespace+"/"+ev.Regarding.Name, "reason", ev.Reason, "err", err)
 			}
 			cancel()
 		}
 	}
+}
+
+// Reason is an API error's reason for a metric's label, "Unreachable"
+// when the API server gave none.
+func Reason(err error) string {
+	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
+		return string(r)
+	}
+	return "Unreachable"
+}
+
+// RESTConfig reads kubeconfig, or the in-cluster config when it is "".
+func RESTConfig(kubeconfig string) (*rest.Config, error) {
+	if kubeconfig != "" {
+		return clientcmd.BuildConfigFromFlags("", kubeconfig)
+	}
+	return rest.InClusterConfig()
 }

@@ -1,6 +1,7 @@
-package main
+package install
 
 import (
+	"bytes"
 	"os"
 	"path/filepath"
 	"strings"
@@ -41,19 +42,15 @@ func TestValidate(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			dir := t.TempDir()
-			// Nothing but the file may be needed: the folders are read-only.
-			os.Chmod(dir, 0o555)
 			path := "-"
 			if tt.file != "" {
 				path = filepath.Join(t.TempDir(), tt.file)
 				os.WriteFile(path, []byte(tt.data), 0o444)
 			}
-			stdout := filepath.Join(t.TempDir(), "out")
-			code := runWith(t, stdout, tt.data, "--validate", path, "--conf-dir", dir, "--bin-dir", dir)
-			out, _ := os.ReadFile(stdout)
+			var out bytes.Buffer
+			code := ValidateFile(path, strings.NewReader(tt.data), &out)
 			var got []string
-			for _, l := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+			for _, l := range strings.Split(strings.TrimSpace(out.String()), "\n") {
 				got = append(got, strings.TrimPrefix(l, path+": "))
 			}
 			if diff := cmp.Diff(tt.want, got); diff != "" {
@@ -65,31 +62,14 @@ func TestValidate(t *testing.T) {
 		})
 	}
 	t.Run("missing file", func(t *testing.T) {
-		out := filepath.Join(t.TempDir(), "out")
-		if code := runWith(t, out, "", "--validate", "/nonexistent/e.json"); code != 1 {
+		var out bytes.Buffer
+		if code := ValidateFile("/nonexistent/e.json", strings.NewReader(""), &out); code != 1 {
 			t.Errorf("exit code = %d, want 1", code)
 		}
-		if data, _ := os.ReadFile(out); !strings.Contains(string(data), "no such file") {
-			t.Errorf("output %q does not say the file is missing", data)
+		if !strings.Contains(out.String(), "no such file") {
+			t.Errorf("output %q does not say the file is missing", out.String())
 		}
 	})
-}
-
-// runWith runs the command as main does, with stdin and stdout as files.
-func runWith(t *testing.T, stdout, stdin string, args ...string) int {
-	t.Helper()
-	in := filepath.Join(t.TempDir(), "in")
-	os.WriteFile(in, []byte(stdin), 0o644)
-	inF, _ := os.Open(in)
-	outF, err := os.Create(stdout)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer outF.Close()
-	oldIn, oldOut := os.Stdin, os.Stdout
-	os.Stdin, os.Stdout = inF, outF
-	defer func() { os.Stdin, os.Stdout = oldIn, oldOut }()
-	return run(args)
 }
 
 // TestConfigFragments: a folder laid out as a ConfigMap volume (keys as

@@ -1,4 +1,7 @@
-package main
+// Package metrics owns the Prometheus series netready-sidecar exports:
+// their names, units, help and buckets, and the build, Go and process
+// collectors beside them.
+package metrics
 
 import (
 	"github.com/containernetworking/plugins/pkg/utils/buildversion"
@@ -6,67 +9,78 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 )
 
-// metrics are the sidecar's Prometheus series.
-type metrics struct {
-	publishLatency prometheus.Histogram
-	markerWait     *prometheus.HistogramVec
-	apiErrors      *prometheus.CounterVec
-	refused        *prometheus.CounterVec
-	refusedPods    prometheus.Gauge
-	pending        prometheus.Gauge
-	published      *prometheus.CounterVec
-	poolFree       *prometheus.GaugeVec
-	poolSize       *prometheus.GaugeVec
-	tainted        prometheus.Gauge
-	addWait        *prometheus.HistogramVec
+// Metrics are the sidecar's Prometheus series.
+type Metrics struct {
+	PublishLatency prometheus.Histogram
+	MarkerWait     *prometheus.HistogramVec
+	APIErrors      *prometheus.CounterVec
+	Refused        *prometheus.CounterVec
+	RefusedPods    prometheus.Gauge
+	Pending        prometheus.Gauge
+	Published      *prometheus.CounterVec
+	PoolFree       *prometheus.GaugeVec
+	PoolSize       *prometheus.GaugeVec
+	Tainted        prometheus.Gauge
+	PendingOldest  prometheus.Gauge
+	GatedPods      prometheus.Gauge
+	AddWait        *prometheus.HistogramVec
 }
 
-func newMetrics(reg prometheus.Registerer) *metrics {
-	m := &metrics{
-		publishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
+// New registers every series with reg.
+func New(reg prometheus.Registerer) *Metrics {
+	m := &Metrics{
+		PublishLatency: prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name:    "netready_publish_latency_seconds",
 			Help:    "Time from a marker being written to its pod condition being published.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 16),
 		}),
-		markerWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		MarkerWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "netready_marker_wait_seconds",
 			Help:    "How long ADD (and the sidecar, for pending attachments) waited for the network, from markers.",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 20),
 		}, []string{"state"}),
-		apiErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
+		APIErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "netready_api_errors_total",
 			Help: "Failed API server requests, by reason.",
 		}, []string{"reason"}),
-		refused: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Refused: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "netready_publish_refused_total",
 			Help: "Condition patches the API server refused for good (403, 422, 400), by reason; each pod's is sent again after a backoff of minutes.",
 		}, []string{"reason"}),
-		refusedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+		RefusedPods: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_publish_refused_pods",
 			Help: "Pods whose condition patch the API server refuses for good: see their PublishRefused Events.",
 		}),
-		pending: prometheus.NewGauge(prometheus.GaugeOpts{
+		Pending: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_pending_attachments",
 			Help: "Attachments whose checks the sidecar is still running.",
 		}),
-		published: prometheus.NewCounterVec(prometheus.CounterOpts{
+		Published: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "netready_conditions_published_total",
 			Help: "Pod condition patches applied, by status.",
 		}, []string{"status"}),
-		poolFree: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		PoolFree: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "netready_pool_free_addresses",
 			Help: "Addresses host-local can still hand out, per network and range set (a pod takes one from each).",
 		}, []string{"network", "range"}),
-		poolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		PoolSize: prometheus.NewGaugeVec(prometheus.GaugeOpts{
 			Name: "netready_pool_size",
 			Help: "Addresses host-local can hand out in all, per network and range set.",
 		}, []string{"network", "range"}),
-		addWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+		AddWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "netready_add_wait_seconds",
 			Help:    "How long each ADD that began while the sidecar ran waited for the network, by network and outcome: ready, timeout_proceed (a pending marker), timeout_fail (from the outcome journal: the marker is removed).",
 			Buckets: prometheus.ExponentialBuckets(0.001, 2, 18),
 		}, []string{"network", "outcome"}),
-		tainted: prometheus.NewGauge(prometheus.GaugeOpts{
+		PendingOldest: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netready_pending_oldest_start_timestamp_seconds",
+			Help: "When the ADD of the oldest attachment the sidecar is still re-checking began (Unix time), or 0 when none is pending: time() minus it is the longest wait for a network on this node.",
+		}),
+		GatedPods: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "netready_gated_pods",
+			Help: "Pods of this node that carry netready's readiness gate: while the sidecar is down, they cannot turn Ready (the NetreadyDown alert reads its last value).",
+		}),
+		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
 		}),
@@ -77,7 +91,7 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 		ConstLabels: prometheus.Labels{"version": buildversion.BuildVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.publishLatency, m.markerWait, m.apiErrors, m.refused, m.refusedPods, m.pending, m.published, m.poolFree, m.poolSize,
-		m.tainted, m.addWait, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

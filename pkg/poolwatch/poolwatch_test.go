@@ -1,4 +1,4 @@
-package main
+package poolwatch
 
 import (
 	"context"
@@ -23,8 +23,13 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/events"
 
+	"github.com/netready/netready/pkg/health"
+	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
+	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/taint"
 )
+
+const node = "node-a"
 
 // TestPoolWatchRestartsAndReportsHealth: when no inotify instance can be
 // had (the limit is the host's), the pool watch does not die quietly:
@@ -42,10 +47,10 @@ func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
 	for _, ip := range []string{"10.77.0.2", "10.77.0.3", "10.77.0.4", "10.77.0.5"} {
 		os.WriteFile(filepath.Join(data, "edge", ip), nil, 0o644)
 	}
-	h := newHealth()
-	o := options{CNIConfDir: confDir, NodeName: node, PoolResync: time.Hour, PoolForgetAfter: time.Minute}
+	h := health.New()
+	o := Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}
 	rec := events.NewFakeRecorder(10)
-	w := newPoolWatcher(o, fakeKube{client}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()), h)
+	w := New(o, kubeapitest.Fake{C: client}, rec, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), h)
 	var failures atomic.Int32
 	release := make(chan struct{})
 	w.newWatcher = func() (*fsnotify.Watcher, error) {
@@ -57,7 +62,7 @@ func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); w.run(ctx) }()
+	go func() { defer close(done); w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 
 	healthz := func() (int, string) {
@@ -124,10 +129,10 @@ func TestUninstallLiftsTaintAndCondition(t *testing.T) {
 			taint.Condition(true, "podnet: 13 of 13 addresses in use"),
 		}},
 	})
-	h := newHealth()
+	h := health.New()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	liftAll(ctx, fakeKube{client}, node, slog.New(slog.NewTextHandler(io.Discard, nil)), h)
+	LiftAll(ctx, kubeapitest.Fake{C: client}, node, slog.New(slog.NewTextHandler(io.Discard, nil)), h)
 	n, _ := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 	if diff := cmp.Diff([]corev1.Taint{other}, n.Spec.Taints); diff != "" {
 		t.Errorf("taints (-want +got):\n%s", diff)
@@ -139,7 +144,7 @@ func TestUninstallLiftsTaintAndCondition(t *testing.T) {
 	if diff := cmp.Diff([]corev1.NodeConditionType{corev1.NodeReady}, types); diff != "" {
 		t.Errorf("conditions (-want +got):\n%s", diff)
 	}
-	if why := h.unreadyReason(); why != "" {
+	if why := h.UnreadyReason(); why != "" {
 		t.Errorf("/readyz still waits: %s", why)
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package install
 
 import (
 	"context"
@@ -43,7 +43,7 @@ func copyTree(t *testing.T, from, to string) {
 	}
 }
 
-func testInstaller(t *testing.T, o options) *installer {
+func testInstaller(t *testing.T, o Options) *installer {
 	t.Helper()
 	if o.PluginBinary == "" {
 		o.PluginBinary = filepath.Join(t.TempDir(), "netready")
@@ -90,7 +90,7 @@ func TestGolden(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			conf, bin := t.TempDir(), t.TempDir()
 			copyTree(t, filepath.Join("testdata", tt.name, "in"), conf)
-			in := testInstaller(t, options{ConfDir: conf, BinDir: bin, Network: tt.network, Config: tt.config, Mode: tt.mode, Uninstall: tt.uninstall})
+			in := testInstaller(t, Options{ConfDir: conf, BinDir: bin, Network: tt.network, Config: tt.config, Mode: tt.mode, Uninstall: tt.uninstall})
 			run := in.ensure
 			if tt.uninstall {
 				run = in.uninstall
@@ -152,26 +152,26 @@ func TestGolden(t *testing.T) {
 func TestBadInputChangesNothing(t *testing.T) {
 	tests := []struct {
 		name  string
-		setup func(t *testing.T, conf string) options
+		setup func(t *testing.T, conf string) Options
 		want  string
 	}{
-		{"missing conf dir", func(t *testing.T, conf string) options {
-			return options{ConfDir: filepath.Join(conf, "nope")}
+		{"missing conf dir", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: filepath.Join(conf, "nope")}
 		}, "does not exist"},
-		{"snippet not an object", func(t *testing.T, conf string) options {
-			return options{ConfDir: conf, Config: `["netready"]`}
+		{"snippet not an object", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: conf, Config: `["netready"]`}
 		}, "--config must be a JSON object"},
-		{"snippet of another type", func(t *testing.T, conf string) options {
-			return options{ConfDir: conf, Config: `{"type":"bridge"}`}
+		{"snippet of another type", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: conf, Config: `{"type":"bridge"}`}
 		}, `"type" must be "netready"`},
-		{"missing plugin binary", func(t *testing.T, conf string) options {
-			return options{ConfDir: conf, PluginBinary: filepath.Join(conf, "nope")}
+		{"missing plugin binary", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: conf, PluginBinary: filepath.Join(conf, "nope")}
 		}, "--plugin-binary"},
-		{"bad mode", func(t *testing.T, conf string) options {
-			return options{ConfDir: conf, Mode: "merge"}
+		{"bad mode", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: conf, Mode: "merge"}
 		}, `--mode "merge"`},
-		{"entry the plugin refuses", func(t *testing.T, conf string) options {
-			return options{ConfDir: conf, Config: `{"type":"netready","timeout":"5m","checks":[{"kind":"iptables","tabel":"x"}]}`}
+		{"entry the plugin refuses", func(t *testing.T, conf string) Options {
+			return Options{ConfDir: conf, Config: `{"type":"netready","timeout":"5m","checks":[{"kind":"iptables","tabel":"x"}]}`}
 		}, `netready: invalid configuration: checks[0]: unknown key "tabel"`},
 	}
 	for _, tt := range tests {
@@ -208,7 +208,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 		copyTree(t, filepath.Join("testdata", "invalid-sorts-first", "in"), conf)
 		os.Remove(filepath.Join(conf, "10-good.conflist"))
 		before := readTree(t, conf)
-		in := testInstaller(t, options{ConfDir: conf, BinDir: bin, WaitTimeout: 300 * time.Millisecond})
+		in := testInstaller(t, Options{ConfDir: conf, BinDir: bin, WaitTimeout: 300 * time.Millisecond})
 		err := in.installOnce(context.Background())
 		if err == nil || !strings.Contains(err.Error(), "gave up waiting") {
 			t.Errorf("installOnce = %v, want it to wait and give up", err)
@@ -225,7 +225,7 @@ func TestBadInputChangesNothing(t *testing.T) {
 func TestInvalidFirstFileWaits(t *testing.T) {
 	conf, bin := t.TempDir(), t.TempDir()
 	copyTree(t, filepath.Join("testdata", "invalid-sorts-first", "in"), conf)
-	in := testInstaller(t, options{ConfDir: conf, BinDir: bin})
+	in := testInstaller(t, Options{ConfDir: conf, BinDir: bin})
 	done := make(chan error, 1)
 	go func() { done <- in.installOnce(context.Background()) }()
 	time.Sleep(300 * time.Millisecond)
@@ -262,7 +262,7 @@ func TestInvalidFirstFileWaits(t *testing.T) {
 func TestWarnsOnOldCNIVersion(t *testing.T) {
 	conf, bin := t.TempDir(), t.TempDir()
 	copyTree(t, filepath.Join("testdata", "old-version", "in"), conf)
-	in := testInstaller(t, options{ConfDir: conf, BinDir: bin})
+	in := testInstaller(t, Options{ConfDir: conf, BinDir: bin})
 	var logs strings.Builder
 	in.log = slog.New(slog.NewTextHandler(&logs, nil))
 	for range 2 {
@@ -287,7 +287,7 @@ func TestUninstallWatchKeepsTheEntryOut(t *testing.T) {
 	path := filepath.Join(conf, "10-net.conflist")
 	with := `{"cniVersion":"1.1.0","name":"net","plugins":[{"type":"ptp"},{"type":"netready"}]}`
 	os.WriteFile(path, []byte(with), 0o644)
-	in := testInstaller(t, options{ConfDir: conf, Uninstall: true, Watch: true, Resync: time.Hour})
+	in := testInstaller(t, Options{ConfDir: conf, Uninstall: true, Watch: true, Resync: time.Hour})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- in.watch(ctx) }()

@@ -1,4 +1,4 @@
-package main
+package conditions
 
 import (
 	"context"
@@ -21,20 +21,20 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	corev1 "k8s.io/api/core/v1"
-	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/validation/field"
-	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/events"
 
 	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
@@ -44,7 +44,7 @@ const node = "node-a"
 
 type harness struct {
 	t        *testing.T
-	c        *controller
+	c        *Controller
 	client   *fake.Clientset
 	recorder *events.FakeRecorder
 	store    marker.Store
@@ -55,7 +55,7 @@ type harness struct {
 
 // start runs a controller over a fake clientset holding pods; edit may
 // change its options first.
-func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
+func start(t *testing.T, edit func(*Config), pods ...*corev1.Pod) *harness {
 	t.Helper()
 	h := newHarness(t, edit, pods...)
 	h.run()
@@ -64,10 +64,10 @@ func start(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
 
 // newHarness is start without running the controller, for markers that
 // must be there before its first scan.
-func newHarness(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness {
+func newHarness(t *testing.T, edit func(*Config), pods ...*corev1.Pod) *harness {
 	t.Helper()
-	o := options{StateDir: t.TempDir(), NodeName: node, ConditionType: publish.DefaultConditionType,
-		PendingTimeout: time.Hour, Resync: time.Hour, Workers: 2, UnobservedGrace: 30 * time.Second, Unobserved: unobservedReady}
+	o := Config{StateDir: t.TempDir(), NodeName: node, ConditionType: publish.DefaultConditionType,
+		PendingTimeout: time.Hour, Resync: time.Hour, Workers: 2, UnobservedGrace: 30 * time.Second, Unobserved: UnobservedReady}
 	if edit != nil {
 		edit(&o)
 	}
@@ -79,7 +79,7 @@ func newHarness(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness
 		}
 	}
 	h.client.ClearActions()
-	h.c = newController(o, fakeKube{h.client}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), newMetrics(prometheus.NewRegistry()))
+	h.c = New(o, kubeapitest.Fake{C: h.client}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()))
 	// Re-checks block until stopped: the test writes markers itself.
 	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
 		h.mu.Lock()
@@ -94,7 +94,7 @@ func newHarness(t *testing.T, edit func(*options), pods ...*corev1.Pod) *harness
 func (h *harness) run() {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	go func() { defer close(done); h.c.run(ctx) }()
+	go func() { defer close(done); h.c.Run(ctx) }()
 	h.t.Cleanup(func() { cancel(); <-done })
 }
 
@@ -122,38 +122,6 @@ func (h *harness) writeMarker(pod *corev1.Pod, network, ifName, state string, cr
 	if err := h.store.Write(m); err != nil {
 		h.t.Fatal(err)
 	}
-}
-
-// fakeKube is kube over client-go's fake Clientset. Like the fake, it
-// cannot stream lists, so the reflector lists instead.
-type fakeKube struct{ c *fake.Clientset }
-
-func (fakeKube) IsWatchListSemanticsUnSupported() bool { return true }
-
-func (f fakeKube) ListPods(ctx context.Context, o metav1.ListOptions) (*corev1.PodList, error) {
-	return f.c.CoreV1().Pods("").List(ctx, o)
-}
-
-func (f fakeKube) WatchPods(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
-	return f.c.CoreV1().Pods("").Watch(ctx, o)
-}
-
-func (f fakeKube) PatchPodStatus(ctx context.Context, ns, name string, pt types.PatchType, data []byte) error {
-	_, err := f.c.CoreV1().Pods(ns).Patch(ctx, name, pt, data, metav1.PatchOptions{}, "status")
-	return err
-}
-
-func (f fakeKube) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
-	return f.c.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-}
-
-func (f fakeKube) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, sub ...string) (*corev1.Node, error) {
-	return f.c.CoreV1().Nodes().Patch(ctx, name, pt, data, metav1.PatchOptions{}, sub...)
-}
-
-func (f fakeKube) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
-	_, err := f.c.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
-	return err
 }
 
 // patches counts pods/status patches sent so far.
@@ -278,25 +246,36 @@ func TestScope(t *testing.T) {
 	if c := h.condition("again"); c != nil {
 		t.Errorf("recreated pod got %+v from its predecessor's marker", c)
 	}
+	if got := testutil.ToFloat64(h.c.metrics.GatedPods); got != 2 {
+		t.Errorf("netready_gated_pods = %v, want 2 (host, again; plain has no gate)", got)
+	}
+	if err := h.client.CoreV1().Pods("default").Delete(context.Background(), "host", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); testutil.ToFloat64(h.c.metrics.GatedPods) != 1 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+	}
+	if got := testutil.ToFloat64(h.c.metrics.GatedPods); got != 1 {
+		t.Errorf("netready_gated_pods once a gated pod is deleted = %v, want 1", got)
+	}
 }
 
 // TestNotObserved: a gated pod whose sandbox is up with no marker turns
 // True (or stays False with --unobserved=notready) after the grace, with a
 // Warning Event; a pod whose sandbox is not up is left alone.
 func TestNotObserved(t *testing.T) {
-	for _, mode := range []string{unobservedReady, unobservedNotReady} {
+	for _, mode := range []string{UnobservedReady, UnobservedNotReady} {
 		t.Run(mode, func(t *testing.T) {
 			up := gatedPod("up", "u-up")
 			up.Status.PodIP = "10.200.0.9"
 			up.Status.StartTime = &metav1.Time{Time: time.Now()}
 			starting := gatedPod("starting", "u-starting")
-			h := start(t, func(o *options) { o.UnobservedGrace = 500 * time.Millisecond; o.Unobserved = mode }, up, starting)
+			h := start(t, func(o *Config) { o.UnobservedGrace = 500 * time.Millisecond; o.Unobserved = mode }, up, starting)
 			time.Sleep(200 * time.Millisecond)
 			if c := h.condition("up"); c != nil {
 				t.Fatalf("condition before the grace ended: %+v", c)
 			}
 			want := corev1.ConditionTrue
-			if mode == unobservedNotReady {
+			if mode == UnobservedNotReady {
 				want = corev1.ConditionFalse
 			}
 			c := h.waitFor("up", "set after the grace", func(c *corev1.PodCondition) bool { return c.Reason == publish.ReasonNotObserved })
@@ -318,7 +297,7 @@ func TestNotObserved(t *testing.T) {
 // running with a backoff capped at one minute.
 func TestPendingNeverGivenUp(t *testing.T) {
 	pod := gatedPod("slow", "u-slow")
-	h := start(t, func(o *options) { o.PendingTimeout = time.Minute }, pod)
+	h := start(t, func(o *Config) { o.PendingTimeout = time.Minute }, pod)
 	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, time.Now().Add(-5*time.Minute))
 	c := h.waitFor("slow", "False, late", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 	if !strings.Contains(c.Message, "still not programmed more than 1m0s after ADD") {
@@ -331,8 +310,11 @@ func TestPendingNeverGivenUp(t *testing.T) {
 	if len(scheds) != 1 || scheds[0].Patience != time.Minute || scheds[0].MaxGap != time.Minute {
 		t.Errorf("re-checks started = %+v, want one with patience 1m and a 1m cap", scheds)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.pending); got != 1 {
+	if got := testutil.ToFloat64(h.c.metrics.Pending); got != 1 {
 		t.Errorf("netready_pending_attachments = %v, want 1 while the re-check runs", got)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.PendingOldest); got < float64(time.Now().Add(-time.Hour).Unix()) || got > float64(time.Now().Unix()) {
+		t.Errorf("netready_pending_oldest_start_timestamp_seconds = %v, want the ADD's start", got)
 	}
 	evs := h.events()
 	if len(evs) != 1 || !strings.HasPrefix(evs[0], "Warning NetworkNotProgrammed") {
@@ -386,8 +368,11 @@ func TestFailedRecheckIsNotRestarted(t *testing.T) {
 	if n := calls.Load(); n != 1 {
 		t.Errorf("re-checks started = %d, want 1: a failed re-check must not restart in a loop", n)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.pending); got != 0 {
+	if got := testutil.ToFloat64(h.c.metrics.Pending); got != 0 {
 		t.Errorf("netready_pending_attachments = %v, want 0 once the re-check ended", got)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.PendingOldest); got != 0 {
+		t.Errorf("netready_pending_oldest_start_timestamp_seconds = %v, want 0 once nothing is pending", got)
 	}
 	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, created.Add(time.Second))
 	for deadline := time.Now().Add(5 * time.Second); calls.Load() < 2 && time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
@@ -474,7 +459,7 @@ func TestStrayUnreadableMarker(t *testing.T) {
 	judged.Status.StartTime = &metav1.Time{Time: time.Now().Add(-time.Hour)}
 	judged.Status.Conditions = []corev1.PodCondition{publish.WithTransition(
 		publish.NotObserved(publish.DefaultConditionType, true, 200*time.Millisecond), nil, time.Now())}
-	h := newHarness(t, func(o *options) { o.UnobservedGrace = 200 * time.Millisecond }, fresh, judged)
+	h := newHarness(t, func(o *Config) { o.UnobservedGrace = 200 * time.Millisecond }, fresh, judged)
 	h.c.retryEvery = 100 * time.Millisecond
 	stray := filepath.Join(h.store.Dir, "podnet", "c-new_eth0.json")
 	os.MkdirAll(filepath.Dir(stray), 0o755)
@@ -553,10 +538,10 @@ func TestRefusedPatchBacksOff(t *testing.T) {
 	if len(refusals) != 2 || !strings.Contains(refusals[0], "Warning") || !strings.Contains(refusals[0], "netready-sidecar-scope") {
 		t.Errorf("events = %q, want one Warning %s per pod naming the policy", refusals, publish.ReasonPublishRefused)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.refusedPods); got != 2 {
+	if got := testutil.ToFloat64(h.c.metrics.RefusedPods); got != 2 {
 		t.Errorf("netready_publish_refused_pods = %v, want 2", got)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.refused.WithLabelValues("Forbidden")); got != 2 {
+	if got := testutil.ToFloat64(h.c.metrics.Refused.WithLabelValues("Forbidden")); got != 2 {
 		t.Errorf("netready_publish_refused_total{reason=Forbidden} = %v, want 2", got)
 	}
 
@@ -574,7 +559,7 @@ func TestRefusedPatchBacksOff(t *testing.T) {
 	allow.Store(true)
 	h.writeMarker(a, "podnet", "eth0", marker.StateReady, now)
 	h.waitFor("web-a", "True once allowed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
-	if got := testutil.ToFloat64(h.c.metrics.refusedPods); got != 1 {
+	if got := testutil.ToFloat64(h.c.metrics.RefusedPods); got != 1 {
 		t.Errorf("netready_publish_refused_pods after web-a went through = %v, want 1", got)
 	}
 	if c := h.condition("web-b"); c != nil {
@@ -690,7 +675,7 @@ func TestAddWaitCountsEveryOutcomeOnce(t *testing.T) {
 	}
 	count := func(o string) uint64 {
 		var m dto.Metric
-		h.c.metrics.addWait.WithLabelValues("podnet", o).(prometheus.Histogram).Write(&m)
+		h.c.metrics.AddWait.WithLabelValues("podnet", o).(prometheus.Histogram).Write(&m)
 		return m.GetHistogram().GetSampleCount()
 	}
 	now := time.Now()

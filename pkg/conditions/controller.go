@@ -1,4 +1,9 @@
-package main
+// Package conditions keeps the readiness condition of every gated pod on
+// this node true to the pod's markers: it follows the markers (inotify and
+// a resync) and the node's pods (an informer), publishes through
+// pkg/publish, re-checks attachments whose ADD gave up waiting, and counts
+// each ADD's outcome.
+package conditions
 
 import (
 	"context"
@@ -28,7 +33,10 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
 
+	"github.com/netready/netready/pkg/health"
+	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
@@ -42,7 +50,6 @@ const (
 	retryMax     = 10 * time.Second
 	recheckRound = 5 * time.Second
 	recheckMax   = time.Minute
-	apiTimeout   = 10 * time.Second
 	// unreadableRetry is how often markers that exist but cannot be read
 	// are read again: an I/O error or EMFILE brings no inotify event when
 	// it clears.
@@ -64,23 +71,46 @@ const (
 	messageEvery = 30 * time.Second
 )
 
+// What to do with gated pods that have no marker (Config.Unobserved).
+const (
+	UnobservedReady    = "ready"
+	UnobservedNotReady = "notready"
+)
+
+// Config is what the controller is told.
+type Config struct {
+	StateDir      string // the plugin's stateDir, where markers are
+	NodeName      string
+	ConditionType string
+	// PendingTimeout: how long after ADD a pending attachment is
+	// re-checked at full pace.
+	PendingTimeout time.Duration
+	Resync         time.Duration // every marker is read again this often
+	Workers        int           // pods published in parallel
+	// UnobservedGrace: how long a gated pod's sandbox may be up with no
+	// marker before it counts as not observed; Unobserved says what
+	// then.
+	UnobservedGrace time.Duration
+	Unobserved      string
+}
+
 // rechecker goes on with a pending marker's checks; pending.Recheck in
 // production.
 type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error)
 
-// controller publishes one condition per gated pod of this node, computed
+// Controller publishes one condition per gated pod of this node, computed
 // from all of the pod's markers. Its work queue holds pod keys
 // (namespace/name). Its lock guards only its maps; no wait or API call
 // happens under it.
-type controller struct {
-	opts     options
-	client   kube
+type Controller struct {
+	opts     Config
+	client   kubeapi.Client
 	log      *slog.Logger
-	metrics  *metrics
+	metrics  *metrics.Metrics
 	store    marker.Store
 	queue    workqueue.TypedRateLimitingInterface[string]
 	pods     corelisters.PodLister
-	recorder eventRecorder
+	recorder kubeapi.EventRecorder
 	recheck  rechecker
 	read     func(path string) (*marker.Marker, error)
 	now      func() time.Time
@@ -112,6 +142,9 @@ type controller struct {
 	unreadable map[string]error
 	// refused holds pods whose patch the API server refused for good.
 	refused map[types.UID]refusal
+	// gated holds this node's pods with the readiness gate (gates are
+	// immutable), for netready_gated_pods.
+	gated map[types.UID]bool
 }
 
 // refusal is a pod's condition patch that the API server refused for good.
@@ -141,14 +174,15 @@ type recheckState struct {
 	done    bool
 }
 
-// markerRef is what the controller remembers of a marker file.
+// markerRef is what the Controller remembers of a marker file.
 type markerRef struct {
 	podKey string
 	uid    types.UID
 }
 
-func newController(o options, client kube, recorder eventRecorder, log *slog.Logger, m *metrics) *controller {
-	return &controller{
+// New returns the controller of cfg.NodeName's pods; Run runs it.
+func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics) *Controller {
+	return &Controller{
 		opts: o, client: client, log: log, metrics: m, recorder: recorder,
 		store: marker.Store{Dir: o.StateDir},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -161,11 +195,13 @@ func newController(o options, client kube, recorder eventRecorder, log *slog.Log
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
 		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{},
-		unreadable: map[string]error{}, refused: map[types.UID]refusal{},
+		unreadable: map[string]error{}, refused: map[types.UID]refusal{}, gated: map[types.UID]bool{},
 	}
 }
 
-func (c *controller) mux(metricsHandler http.Handler, h *health) *http.ServeMux {
+// Mux serves /metrics, /healthz (h) and /readyz (the pod cache synced and
+// nothing h waits for).
+func (c *Controller) Mux(metricsHandler http.Handler, h *health.Health) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", metricsHandler)
 	mux.Handle("/healthz", h)
@@ -174,7 +210,7 @@ func (c *controller) mux(metricsHandler http.Handler, h *health) *http.ServeMux 
 			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)
 			return
 		}
-		if why := h.unreadyReason(); why != "" {
+		if why := h.UnreadyReason(); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
 			return
 		}
@@ -184,7 +220,8 @@ func (c *controller) mux(metricsHandler http.Handler, h *health) *http.ServeMux 
 }
 
 // run watches markers and this node's pods until ctx ends.
-func (c *controller) run(ctx context.Context) error {
+// Run publishes until ctx ends.
+func (c *Controller) Run(ctx context.Context) error {
 	defer c.queue.ShutDown()
 	if err := os.MkdirAll(c.opts.StateDir, 0o755); err != nil {
 		return err
@@ -259,7 +296,7 @@ func (c *controller) run(ctx context.Context) error {
 // podInformer lists and watches this node's pods only (by field
 // selector), and keeps of each only what the sidecar reads: managedFields
 // are dropped, which is most of a pod object's memory.
-func (c *controller) podInformer() cache.SharedIndexInformer {
+func (c *Controller) podInformer() cache.SharedIndexInformer {
 	selector := "spec.nodeName=" + c.opts.NodeName
 	lw := &cache.ListWatch{
 		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
@@ -287,7 +324,7 @@ func (c *controller) podInformer() cache.SharedIndexInformer {
 // scan watches every network folder and reads every marker. Markers it
 // knows of that a folder read no longer shows (removed while inotify
 // events were lost) are read again, which forgets them.
-func (c *controller) scan(w *fsnotify.Watcher) {
+func (c *Controller) scan(w *fsnotify.Watcher) {
 	nets, err := os.ReadDir(c.opts.StateDir)
 	if err != nil {
 		c.log.Warn("read state dir", "err", err)
@@ -325,8 +362,8 @@ func (c *controller) scan(w *fsnotify.Watcher) {
 	}
 }
 
-// knownPaths lists every marker the controller holds something of.
-func (c *controller) knownPaths() []string {
+// knownPaths lists every marker the Controller holds something of.
+func (c *Controller) knownPaths() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	paths := slices.Collect(maps.Keys(c.markers))
@@ -338,7 +375,7 @@ func (c *controller) knownPaths() []string {
 	return paths
 }
 
-func (c *controller) unreadablePaths() []string {
+func (c *Controller) unreadablePaths() []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return slices.Collect(maps.Keys(c.unreadable))
@@ -348,7 +385,7 @@ func isMarker(name string) bool {
 	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
 }
 
-func (c *controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
+func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 	if filepath.Dir(ev.Name) == filepath.Clean(c.opts.StateDir) {
 		if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
 			c.scan(w) // a new network folder
@@ -368,7 +405,7 @@ func (c *controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 // condition is computed again. One that exists but cannot be read stays
 // indexed as it was, keeps its pod not ready, and is read again every
 // unreadableRetry.
-func (c *controller) onMarker(path string) {
+func (c *Controller) onMarker(path string) {
 	m, err := c.read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
@@ -416,7 +453,7 @@ func (c *controller) onMarker(path string) {
 
 // readable clears path from the unreadable markers, and reports whether
 // it was one that named no known pod.
-func (c *controller) readable(path string) bool {
+func (c *Controller) readable(path string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	_, was := c.unreadable[path]
@@ -426,7 +463,7 @@ func (c *controller) readable(path string) bool {
 }
 
 // strays are the unreadable markers that name no known pod.
-func (c *controller) strays() []publish.Unreadable {
+func (c *Controller) strays() []publish.Unreadable {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var out []publish.Unreadable
@@ -440,7 +477,7 @@ func (c *controller) strays() []publish.Unreadable {
 
 // queueUnjudged queues the gated pods that no marker names: a stray
 // unreadable marker that came or went changes what they should show.
-func (c *controller) queueUnjudged() {
+func (c *Controller) queueUnjudged() {
 	if c.pods == nil {
 		return
 	}
@@ -455,11 +492,15 @@ func (c *controller) queueUnjudged() {
 	}
 }
 
-func (c *controller) onPod(obj any) {
+func (c *Controller) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !publish.Gated(pod, c.opts.ConditionType) {
 		return
 	}
+	c.mu.Lock()
+	c.gated[pod.UID] = true
+	c.metrics.GatedPods.Set(float64(len(c.gated)))
+	c.mu.Unlock()
 	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
 		c.queue.Add(key)
 	}
@@ -467,7 +508,7 @@ func (c *controller) onPod(obj any) {
 
 // onPodDeleted stops the re-checks of a deleted pod's markers; DEL or GC
 // removes the markers themselves.
-func (c *controller) onPodDeleted(obj any) {
+func (c *Controller) onPodDeleted(obj any) {
 	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 		obj = tomb.Obj
 	}
@@ -482,12 +523,14 @@ func (c *controller) onPodDeleted(obj any) {
 	delete(c.sent, pod.UID)
 	delete(c.logged, pod.Namespace+"/"+pod.Name)
 	delete(c.refused, pod.UID)
-	c.metrics.refusedPods.Set(float64(len(c.refused)))
+	c.metrics.RefusedPods.Set(float64(len(c.refused)))
+	delete(c.gated, pod.UID)
+	c.metrics.GatedPods.Set(float64(len(c.gated)))
 	c.mu.Unlock()
 }
 
 // work handles one pod; false once the queue is shut down.
-func (c *controller) work(ctx context.Context) bool {
+func (c *Controller) work(ctx context.Context) bool {
 	key, shutdown := c.queue.Get()
 	if shutdown {
 		return false
@@ -503,7 +546,7 @@ func (c *controller) work(ctx context.Context) bool {
 }
 
 // note logs a situation once, not on every pass.
-func (c *controller) note(key, msg string, args ...any) {
+func (c *Controller) note(key, msg string, args ...any) {
 	c.mu.Lock()
 	seen := c.logged[key] == msg
 	c.logged[key] = msg
@@ -515,7 +558,7 @@ func (c *controller) note(key, msg string, args ...any) {
 
 // process publishes one pod's condition if the pod does not show it yet.
 // An error means: try again later.
-func (c *controller) process(ctx context.Context, key string) error {
+func (c *Controller) process(ctx context.Context, key string) error {
 	ns, name, err := cache.SplitMetaNamespaceKey(key)
 	if err != nil {
 		return nil
@@ -556,32 +599,32 @@ func (c *controller) process(ctx context.Context, key string) error {
 	if err != nil {
 		return err
 	}
-	actx, cancel := context.WithTimeout(ctx, apiTimeout)
+	actx, cancel := context.WithTimeout(ctx, kubeapi.Timeout)
 	defer cancel()
 	err = c.client.PatchPodStatus(actx, pod.Namespace, pod.Name, types.StrategicMergePatchType, patch)
 	switch {
 	case err == nil:
 	case apierrors.IsConflict(err), apierrors.IsNotFound(err), uidMismatch(err):
 		// UID precondition failed or the pod is gone: never ours again.
-		c.metrics.apiErrors.WithLabelValues(string(apierrors.ReasonForError(err))).Inc()
+		c.metrics.APIErrors.WithLabelValues(string(apierrors.ReasonForError(err))).Inc()
 		c.note(key, "the pod changed under us; not publishing", "err", err)
 		return nil
 	case refusedForGood(err):
-		c.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
+		c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 		c.queue.AddAfter(key, c.refuse(pod, want, err))
 		return nil
 	default:
-		c.metrics.apiErrors.WithLabelValues(reason(err)).Inc()
+		c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 		return err
 	}
 	c.mu.Lock()
 	c.sent[pod.UID] = sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis}
 	if _, ok := c.refused[pod.UID]; ok {
 		delete(c.refused, pod.UID)
-		c.metrics.refusedPods.Set(float64(len(c.refused)))
+		c.metrics.RefusedPods.Set(float64(len(c.refused)))
 	}
 	c.mu.Unlock()
-	c.metrics.published.WithLabelValues(string(cond.Status)).Inc()
+	c.metrics.Published.WithLabelValues(string(cond.Status)).Inc()
 	c.observeLatency(pod.UID, want)
 	if ev, ok := publish.EventFor(cur, want); ok && c.recorder != nil {
 		c.recorder.Eventf(pod, nil, ev.Type, ev.Reason, "PublishCondition", "%s", ev.Note)
@@ -616,15 +659,15 @@ func uidMismatch(err error) bool {
 // refuse records that the API server refused pod's patch for good, and
 // returns when to try again. The first refusal of a pod gets a Warning
 // Event; later ones only count.
-func (c *controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
+func (c *Controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
 	c.mu.Lock()
 	r, again := c.refused[pod.UID]
 	r.backoff = min(max(refusedGrowth*r.backoff, refusedMin), refusedMax)
 	r.want, r.until = want, c.now().Add(r.backoff)
 	c.refused[pod.UID] = r
-	c.metrics.refusedPods.Set(float64(len(c.refused)))
+	c.metrics.RefusedPods.Set(float64(len(c.refused)))
 	c.mu.Unlock()
-	c.metrics.refused.WithLabelValues(reason(err)).Inc()
+	c.metrics.Refused.WithLabelValues(kubeapi.Reason(err)).Inc()
 	c.log.Warn("the API server refused the condition; not sending it again for a while", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retryAfter", r.backoff)
 	if !again && c.recorder != nil {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, publish.ReasonPublishRefused, "PublishCondition",
@@ -636,7 +679,7 @@ func (c *controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error
 
 // stillRefused reports whether want was refused for pod and its backoff
 // has not run out, with how long is left.
-func (c *controller) stillRefused(uid types.UID, want corev1.PodCondition) (time.Duration, bool) {
+func (c *Controller) stillRefused(uid types.UID, want corev1.PodCondition) (time.Duration, bool) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	r, ok := c.refused[uid]
@@ -651,7 +694,7 @@ func (c *controller) stillRefused(uid types.UID, want corev1.PodCondition) (time
 // only in a message from re-check progress (same status, reason and marker
 // files), and this sidecar patched the pod less than messageEvery ago;
 // with how long to wait.
-func (c *controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition, want corev1.PodCondition, basis string) (time.Duration, bool) {
+func (c *Controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition, want corev1.PodCondition, basis string) (time.Duration, bool) {
 	if cur == nil || cur.Status != want.Status || cur.Reason != want.Reason {
 		return 0, false
 	}
@@ -668,7 +711,7 @@ func (c *controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition,
 // alreadySent reports whether want was patched onto this very version of
 // the pod, which the cache does not show yet: patching again would only
 // repeat it.
-func (c *controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool {
+func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	s, ok := c.sent[pod.UID]
@@ -678,7 +721,7 @@ func (c *controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool
 // desired is the condition a gated pod should show, or false when it is
 // too early to say; with its basis, which names the marker files it comes
 // from as they are on disk (not the re-checks' progress).
-func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool) {
+func (c *Controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool) {
 	if pod.Spec.HostNetwork {
 		return publish.HostNetwork(c.opts.ConditionType), "", true
 	}
@@ -710,7 +753,7 @@ func (c *controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool
 			return publish.WithUnreadable(nil, stray, c.opts.ConditionType), "strays", true
 		}
 	}
-	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == unobservedReady, c.opts.UnobservedGrace), "", true
+	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == UnobservedReady, c.opts.UnobservedGrace), "", true
 }
 
 // sandboxUp reports whether the pod's sandbox is up and since when, as
@@ -738,7 +781,7 @@ func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
 // podMarkers reads the pod's markers, starting re-checks for the pending
 // ones and showing their latest progress. Markers that exist but cannot be
 // read come back apart, and are retried.
-func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, string) {
+func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, string) {
 	var out []*marker.Marker
 	var bad []publish.Unreadable
 	var basis strings.Builder
@@ -773,7 +816,7 @@ func (c *controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 	return out, bad, basis.String()
 }
 
-func (c *controller) markerPaths(uid types.UID) []string {
+func (c *Controller) markerPaths(uid types.UID) []string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	var paths []string
@@ -786,7 +829,7 @@ func (c *controller) markerPaths(uid types.UID) []string {
 
 // noteRecreated logs, once, markers that name this pod's name but an older
 // UID: they are never published on the new pod.
-func (c *controller) noteRecreated(pod *corev1.Pod) {
+func (c *Controller) noteRecreated(pod *corev1.Pod) {
 	key := pod.Namespace + "/" + pod.Name
 	c.mu.Lock()
 	var stale []string
@@ -801,7 +844,7 @@ func (c *controller) noteRecreated(pod *corev1.Pod) {
 	}
 }
 
-func (c *controller) observeLatency(uid types.UID, want corev1.PodCondition) {
+func (c *Controller) observeLatency(uid types.UID, want corev1.PodCondition) {
 	if want.Reason != publish.ReasonProgrammed && want.Reason != publish.ReasonNotProgrammed {
 		return
 	}
@@ -812,32 +855,25 @@ func (c *controller) observeLatency(uid types.UID, want corev1.PodCondition) {
 		}
 	}
 	if !newest.IsZero() {
-		c.metrics.publishLatency.Observe(time.Since(newest).Seconds())
+		c.metrics.PublishLatency.Observe(time.Since(newest).Seconds())
 	}
-}
-
-func reason(err error) string {
-	if r := apierrors.ReasonForError(err); r != metav1.StatusReasonUnknown {
-		return string(r)
-	}
-	return "Unreachable"
 }
 
 // observeWait records each marker state's wait once.
-func (c *controller) observeWait(path string, m *marker.Marker) {
+func (c *Controller) observeWait(path string, m *marker.Marker) {
 	c.mu.Lock()
 	seen := c.observed[path] == m.State+m.CreatedAt.String()
 	c.observed[path] = m.State + m.CreatedAt.String()
 	c.mu.Unlock()
 	if !seen {
-		c.metrics.markerWait.WithLabelValues(m.State).Observe(float64(m.WaitedMs) / 1000)
+		c.metrics.MarkerWait.WithLabelValues(m.State).Observe(float64(m.WaitedMs) / 1000)
 	}
 }
 
 // countADD counts the ADD a marker tells of in netready_add_wait_seconds,
 // once, as the ADD left it: ready, or pending (timeout_proceed); a re-check
 // that later makes it ready keeps its start and is not counted again.
-func (c *controller) countADD(path string, m *marker.Marker) {
+func (c *Controller) countADD(path string, m *marker.Marker) {
 	c.mu.Lock()
 	seen := c.addSeen[path].Equal(m.CreatedAt.Time)
 	c.addSeen[path] = m.CreatedAt.Time
@@ -849,13 +885,13 @@ func (c *controller) countADD(path string, m *marker.Marker) {
 	if m.State == marker.StatePending {
 		o = outcome.TimeoutProceed
 	}
-	c.metrics.addWait.WithLabelValues(m.Network, o).Observe(float64(m.WaitedMs) / 1000)
+	c.metrics.AddWait.WithLabelValues(m.Network, o).Observe(float64(m.WaitedMs) / 1000)
 }
 
 // readJournal counts the records appended to a network folder's outcome
 // journal since it was last read. At start-up the journal is followed
 // from its end: what is there was counted before a restart.
-func (c *controller) readJournal(dir string) {
+func (c *Controller) readJournal(dir string) {
 	j := c.journals[dir]
 	if j == nil {
 		j = outcome.NewReader(dir, !c.scanned)
@@ -866,14 +902,14 @@ func (c *controller) readJournal(dir string) {
 		c.note(dir, "outcome journal", "err", err)
 	}
 	for _, r := range recs {
-		c.metrics.addWait.WithLabelValues(filepath.Base(dir), r.Outcome).Observe(float64(r.WaitedMs) / 1000)
+		c.metrics.AddWait.WithLabelValues(filepath.Base(dir), r.Outcome).Observe(float64(r.WaitedMs) / 1000)
 	}
 }
 
 // startCheck goes on with a pending marker's checks, once per marker,
 // until they hold, the marker goes, or the pod does. It never gives up:
 // after --pending-timeout it backs off to one round a minute.
-func (c *controller) startCheck(path string, m *marker.Marker) {
+func (c *Controller) startCheck(path string, m *marker.Marker) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st := c.checking[path]; st != nil {
@@ -914,17 +950,26 @@ func (c *controller) startCheck(path string, m *marker.Marker) {
 	}()
 }
 
-func (c *controller) setPendingLocked() {
+func (c *Controller) setPendingLocked() {
 	n := 0
+	var oldest time.Time
 	for _, st := range c.checking {
 		if !st.done {
 			n++
+			if oldest.IsZero() || st.created.Before(oldest) {
+				oldest = st.created
+			}
 		}
 	}
-	c.metrics.pending.Set(float64(n))
+	c.metrics.Pending.Set(float64(n))
+	if oldest.IsZero() {
+		c.metrics.PendingOldest.Set(0)
+	} else {
+		c.metrics.PendingOldest.Set(float64(oldest.UnixNano()) / 1e9)
+	}
 }
 
-func (c *controller) stopCheck(path string) {
+func (c *Controller) stopCheck(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.checking[path]; ok {
@@ -935,7 +980,7 @@ func (c *controller) stopCheck(path string) {
 	delete(c.progress, path)
 }
 
-func (c *controller) stopAllChecks() {
+func (c *Controller) stopAllChecks() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	for p, st := range c.checking {
@@ -946,7 +991,7 @@ func (c *controller) stopAllChecks() {
 
 // forget drops what is known of a removed marker, and returns what it
 // named.
-func (c *controller) forget(path string) (markerRef, bool) {
+func (c *Controller) forget(path string) (markerRef, bool) {
 	c.stopCheck(path)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -959,7 +1004,7 @@ func (c *controller) forget(path string) (markerRef, bool) {
 	return ref, ok
 }
 
-func (c *controller) unindexLocked(path string) {
+func (c *Controller) unindexLocked(path string) {
 	ref, ok := c.markers[path]
 	if !ok {
 		return

@@ -1,4 +1,4 @@
-package main
+package install
 
 import (
 	"context"
@@ -21,7 +21,7 @@ import (
 
 // installer keeps netready in one node's CNI configuration.
 type installer struct {
-	opts options
+	opts Options
 	log  *slog.Logger
 	// written holds what this process last wrote to each path, so that
 	// events of its own writes are told apart from another agent's.
@@ -411,4 +411,30 @@ func (in *installer) ownEvent(ev fsnotify.Event) bool {
 	}
 	got, err := os.ReadFile(ev.Name)
 	return err == nil && string(got) == string(want)
+}
+
+// Run installs (or uninstalls) once, or with o.Watch keeps the entry in
+// place until ctx ends. A bad entry is refused before anything is written.
+func Run(ctx context.Context, o Options, log *slog.Logger) error {
+	if !o.Uninstall {
+		if err := validateEntry(o.snippet); err != nil {
+			return fmt.Errorf("nothing was written: %w", err)
+		}
+	}
+	in := newInstaller(o, log)
+	var err error
+	switch {
+	case o.Uninstall && !o.Watch:
+		err = in.uninstall()
+	case o.Watch:
+		// A stop is a restart or an upgrade, not an uninstall: the entry
+		// stays.
+		err = in.watch(ctx)
+	default:
+		err = in.installOnce(ctx)
+	}
+	if errors.Is(err, context.Canceled) {
+		return nil
+	}
+	return err
 }

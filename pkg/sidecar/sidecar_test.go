@@ -1,0 +1,62 @@
+package sidecar
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/conditions"
+)
+
+func validOptions() Options {
+	return Options{
+		Config: conditions.Config{StateDir: "/run/netready", NodeName: "node-a", ConditionType: "netready.io/network-ready",
+			PendingTimeout: time.Minute, Resync: time.Minute, Workers: 1, Unobserved: conditions.UnobservedReady},
+		CNIConfDir: "/etc/cni/net.d", PoolResync: time.Minute, PoolForgetAfter: time.Second,
+	}
+}
+
+// TestValidate: every bad option is named, all at once.
+func TestValidate(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		edit func(*Options)
+		want []string
+	}{
+		{name: "valid", edit: func(*Options) {}},
+		{name: "pool watch off", edit: func(o *Options) { o.CNIConfDir = "" }},
+		{name: "everything wrong", edit: func(o *Options) {
+			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
+			o.Resync, o.Workers, o.UnobservedGrace, o.Unobserved, o.CNIConfDir = 0, 0, -time.Second, "maybe", "net.d"
+		}, want: []string{
+			`--state-dir "run/netready" must be an absolute path`,
+			"--node-name (or $NODE_NAME) is required",
+			`--condition-type "bad condition"`,
+			"--pending-timeout, --resync, --pool-resync and --pool-forget-after must be positive",
+			`--cni-conf-dir "net.d" must be an absolute path`,
+			"--workers must be at least 1",
+			"--unobserved-grace must not be negative",
+			`--unobserved "maybe" must be "ready" or "notready"`,
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := validOptions()
+			tc.edit(&o)
+			var got []string
+			if err := o.Validate(); err != nil {
+				got = strings.Split(err.Error(), "\n")
+			}
+			// The condition type's message goes on with the API's rules.
+			for i := range got {
+				if strings.HasPrefix(got[i], `--condition-type "bad condition"`) {
+					got[i] = `--condition-type "bad condition"`
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("Validate() problems (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
