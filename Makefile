@@ -12,9 +12,9 @@ PROMTOOL_BIN := $(CACHE)/promtool
 # The release `make test` builds and checks, as `make release` would.
 TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
-TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool
+TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
 
-.PHONY: all build image release test-release demo-node deps tools containerd k8s crio promtool demo test unit integration bench fuzz lint clean
+.PHONY: all build image client-image release test-release demo-node deps tools containerd k8s crio promtool demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -32,6 +32,13 @@ build:
 # release pins its own (make release).
 image: build
 	scripts/image.sh $(BIN) dev $(BIN)/netready-image.tar
+
+# The first-packet test's client, netready.test/client:1: a static Go
+# binary on scratch.
+client-image:
+	@rm -rf $(BIN)/client-rootfs && mkdir -p $(BIN)/client-rootfs
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/client-rootfs/client ./test/client
+	scripts/oci-archive.sh $(BIN)/client-rootfs /client netready.test/client:1 $(BIN)/client-image.tar
 
 deps:
 	@scripts/deps.sh
@@ -63,20 +70,21 @@ demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
 # The node of the node test, one gated pod and a slow agent, watched with
-# kubectl get pod -w; then everything is torn down.
-demo-node: deps tools containerd k8s build image test-release
+# kubectl get pod -w; then the first-packet test's counts (TestFirstPacket);
+# then everything is torn down.
+demo-node: deps tools containerd k8s build image client-image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \
-	  $(GO) test -tags 'integration demo' -count=1 -run '^TestNodeDemo$$' -v -timeout 10m ./test/integration/ 2>&1 | \
+	  $(GO) test -tags 'integration demo' -count=1 -run '^(TestNodeDemo|TestFirstPacket)$$' -v -timeout 20m ./test/integration/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s crio promtool build image test-release unit integration
+test: deps tools containerd k8s crio promtool build image client-image test-release unit integration
 
 unit:
 	$(GO) test -count=1 ./...
 
 integration:
 	$(TEST_ENV) scripts/preserve-host.sh \
-	  $(GO) test -tags integration -count=1 -p 1 -timeout 20m -v ./test/integration/... 2>&1 | \
+	  $(GO) test -tags integration -count=1 -p 1 -timeout 30m -v ./test/integration/... 2>&1 | \
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic|soak:)' ; \
 	  exit $${PIPESTATUS[0]}
 

@@ -76,7 +76,9 @@ func TestEventFor(t *testing.T) {
 		want       corev1.PodCondition
 		wantReason string // "" means no Event
 	}{
-		{"first ready", nil, ready, ReasonProgrammed},
+		// A pod ready at its first condition costs one write, the
+		// condition: no Event.
+		{"first ready", nil, ready, ""},
 		{"pending to ready", &pend, ready, ReasonProgrammed},
 		{"ready again", &ready, ready, ""},
 		{"first pending", nil, pend, ReasonNotProgrammed},
@@ -84,7 +86,8 @@ func TestEventFor(t *testing.T) {
 		{"pending passes its patience", &pend, late, ReasonNotProgrammed},
 		{"late stays late", &late, late, ""},
 		{"not observed", nil, unseen, ReasonNotObserved},
-		{"host network", nil, HostNetwork("T"), ReasonHostNetwork},
+		{"host network", nil, HostNetwork("T"), ""},
+		{"not observed, then host network", &unseen, HostNetwork("T"), ReasonHostNetwork},
 	}
 	for _, tt := range tests {
 		ev, ok := EventFor(tt.cur, tt.want)

@@ -49,7 +49,9 @@ const (
 	agentUser  = "system:serviceaccount:kube-system:netready-sidecar"
 )
 
-func startAPIServer(t testing.TB) *apiServer {
+// startAPIServer starts etcd and kube-apiserver; extraArgs go to
+// kube-apiserver.
+func startAPIServer(t testing.TB, extraArgs ...string) *apiServer {
 	t.Helper()
 	bins := os.Getenv("NETREADY_K8S_BIN")
 	if bins == "" {
@@ -91,6 +93,7 @@ func startAPIServer(t testing.TB) *apiServer {
 		// deploy/'s DaemonSet has a privileged container.
 		"--allow-privileged=true",
 	}
+	a.kapiArgs = append(a.kapiArgs, extraArgs...)
 	a.startAPI()
 	cfg := a.config(adminToken)
 	a.Admin = kubernetes.NewForConfigOrDie(cfg)

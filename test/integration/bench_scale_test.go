@@ -1,0 +1,364 @@
+//go:build integration
+
+package integration
+
+import (
+	"bufio"
+	"context"
+	"crypto/tls"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
+)
+
+// scaleRun is one churn's figures.
+type scaleRun struct {
+	gated, ungated int
+	// latency: marker written -> condition True seen through a watch.
+	latency []time.Duration
+	// apiCPU, etcdCPU: CPU seconds the processes used during the churn.
+	apiCPU, etcdCPU float64
+	apiRSS          []float64 // MB, sampled each second
+	window          [2]time.Time
+}
+
+// BenchmarkSidecarsAt100Nodes: one real kube-apiserver and etcd, 100 Node
+// objects and 100 real netready-sidecar processes, each for its own node
+// (pool watch off: this measures pod publishing). A driver binds pods by
+// nodeName at 20 gated and 5 ungated starts a second across the cluster,
+// writes the marker ADD would write, and deletes each pod (and its marker,
+// as DEL does) 30 s later. The same churn runs first without sidecars.
+// Requests are attributed to the sidecars by the API server's audit log
+// (their user); watch connections come from its /metrics; CPU from /proc.
+// NETREADY_SCALE_NODES and NETREADY_SCALE_CHURN shorten it.
+func BenchmarkSidecarsAt100Nodes(b *testing.B) {
+	nodes := 100
+	if v, err := strconv.Atoi(os.Getenv("NETREADY_SCALE_NODES")); err == nil && v > 0 {
+		nodes = v
+	}
+	churn := 2 * time.Minute
+	if v, err := time.ParseDuration(os.Getenv("NETREADY_SCALE_CHURN")); err == nil && v > 0 {
+		churn = v
+	}
+	dir := b.TempDir()
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["`+agentUser+`"]
+  - level: None
+`), 0o644)
+	auditLog := filepath.Join(dir, "audit.log")
+	a := startAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	cfg := a.config(adminToken)
+	cfg.QPS, cfg.Burst = 500, 1000
+	driver := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	names := make([]string, nodes)
+	states := make([]string, nodes)
+	for i := range nodes {
+		names[i] = fmt.Sprintf("scale-%03d", i)
+		states[i] = filepath.Join(dir, "state", names[i])
+		os.MkdirAll(states[i], 0o755)
+		if _, err := driver.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	without := scaleChurn(b, a, driver, names, states, "a", churn, false)
+
+	watchesBefore := podWatches(b, a)
+	startedAt := time.Now()
+	for i := range nodes {
+		startSidecar(b, a, states[i], names[i], "--cni-conf-dir", "")
+	}
+	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
+	watches := [2]int{watchesBefore, podWatches(b, a)}
+	with := scaleChurn(b, a, driver, names, states, "b", churn, true)
+
+	reqs, byPod := auditCounts(b, auditLog, with.window)
+	startup, _ := auditCounts(b, auditLog, [2]time.Time{startedAt, with.window[0]})
+	// Writes about each pod: its status patches and Events, by the pod's
+	// name ("b-<i>", ungated when i%5 == 4).
+	gatedWrites, ungatedReqs := 0, 0
+	for pod, n := range byPod {
+		i, err := strconv.Atoi(strings.TrimPrefix(pod, "b-"))
+		switch {
+		case err != nil:
+		case i%5 == 4:
+			ungatedReqs += n
+		default:
+			gatedWrites += n
+		}
+	}
+	perGated := float64(gatedWrites) / float64(with.gated)
+	fmt.Printf("\nThe sidecar at %d nodes: %d gated and %d ungated pod starts in %s (%.0f a second), each pod deleted 30 s after its start; the same churn without sidecars first.\n",
+		nodes, with.gated, with.ungated, churn, float64(with.gated+with.ungated)/churn.Seconds())
+	fmt.Println("| measure | value | goal | |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| API writes per gated pod start (pods/status patches and Events) | %.3f (%d for %d) | exactly 1 | %s |\n", perGated, gatedWrites, with.gated, metOrMissed(gatedWrites == with.gated))
+	fmt.Printf("| requests about ungated pods | %d for %d | 0 | %s |\n", ungatedReqs, with.ungated, metOrMissed(ungatedReqs == 0))
+	lists := reqs["list pods"]
+	fmt.Printf("| LISTs during the churn | %d (start-up: %d LIST, %d WATCH) | none after start-up but re-lists | %s |\n", lists, startup["list pods"], startup["watch pods"], metOrMissed(lists == 0))
+	fmt.Printf("| every sidecar request during the churn | %s | | |\n", formatCounts(reqs))
+	fmt.Printf("| marker -> condition, p50 / p99 | %s / %s (%d pods) | | |\n", ms(percentile(with.latency, .5)), ms(percentile(with.latency, .99)), len(with.latency))
+	fmt.Printf("| kube-apiserver CPU during the churn, without / with sidecars | %.1f s / %.1f s (%.2fx) | | |\n", without.apiCPU, with.apiCPU, with.apiCPU/without.apiCPU)
+	fmt.Printf("| etcd CPU during the churn, without / with | %.1f s / %.1f s (%.2fx) | | |\n", without.etcdCPU, with.etcdCPU, with.etcdCPU/without.etcdCPU)
+	fmt.Printf("| kube-apiserver RSS, mean (max), without / with | %.0f (%.0f) MB / %.0f (%.0f) MB | | |\n", mean(without.apiRSS), slices.Max(without.apiRSS), mean(with.apiRSS), slices.Max(with.apiRSS))
+	fmt.Printf("| pod watch connections open at the API server, without / with | %d / %d | one per sidecar | %s |\n", watches[0], watches[1], metOrMissed(watches[1]-watches[0] == nodes))
+	fmt.Println("| kubelet's pod-status writes per pod start | not measured here: no kubelet runs in this benchmark (see docs/benchmarks.md) | | |")
+}
+
+// scaleChurn runs the churn for d and returns its figures once every gated
+// pod's condition is seen (or 60 s after the churn).
+func scaleChurn(b *testing.B, a *apiServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, published bool) scaleRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	markerAt := map[string]time.Time{}
+	seenAt := map[string]time.Time{}
+	// The watch that times publishing runs in both churns, so that both
+	// cost the API server the same besides the sidecars.
+	{
+		w, err := driver.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for ev := range w.ResultChan() {
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				if c := publish.Current(pod, publish.DefaultConditionType); c != nil && c.Status == corev1.ConditionTrue {
+					mu.Lock()
+					if _, ok := seenAt[pod.Name]; !ok {
+						seenAt[pod.Name] = time.Now()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	rss := make(chan []float64, 1)
+	go func() {
+		var samples []float64
+		for tick := time.NewTicker(time.Second); ; {
+			select {
+			case <-ctx.Done():
+				rss <- samples
+				return
+			case <-tick.C:
+				samples = append(samples, vmRSS(a.kapi.Process.Pid))
+			}
+		}
+	}()
+	type live struct {
+		name, path string
+		until      time.Time
+	}
+	var alive []live
+	var run scaleRun
+	apiCPU0, etcdCPU0 := cpuSeconds(a.kapi.Process.Pid), cpuSeconds(a.etcd.Process.Pid)
+	run.window[0] = time.Now()
+	const every = 40 * time.Millisecond // 25 starts a second: 4 gated, 1 ungated
+	next := time.Now()
+	for i := 0; time.Since(run.window[0]) < d; i++ {
+		time.Sleep(time.Until(next))
+		next = next.Add(every)
+		node := i % len(nodes)
+		gated := i%5 != 4
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: nodes[node], Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+		if gated {
+			pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
+			run.gated++
+		} else {
+			run.ungated++
+		}
+		created, err := driver.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		// The marker ADD writes for an attachment that was ready at once.
+		now := time.Now()
+		m := &marker.Marker{Version: marker.Version, Network: "scale", ContainerID: name, IfName: "eth0",
+			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(created.UID)}, IPs: []string{"10.200.0.5/24"},
+			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		store := marker.Store{Dir: states[node]}
+		if err := store.Write(m); err != nil {
+			b.Fatal(err)
+		}
+		if gated {
+			mu.Lock()
+			markerAt[name] = time.Now()
+			mu.Unlock()
+		}
+		path, _ := store.Path(marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName})
+		alive = append(alive, live{name, path, now.Add(30 * time.Second)})
+		for len(alive) > 0 && time.Now().After(alive[0].until) {
+			driver.CoreV1().Pods("default").Delete(ctx, alive[0].name, metav1.DeleteOptions{})
+			os.Remove(alive[0].path)
+			alive = alive[1:]
+		}
+	}
+	run.window[1] = time.Now()
+	run.apiCPU, run.etcdCPU = cpuSeconds(a.kapi.Process.Pid)-apiCPU0, cpuSeconds(a.etcd.Process.Pid)-etcdCPU0
+	if published {
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			mu.Lock()
+			n := len(seenAt)
+			mu.Unlock()
+			if n >= run.gated || time.Since(start) > time.Minute {
+				break
+			}
+		}
+	}
+	// Requests of the churn's pods count until the last is deleted.
+	for _, l := range alive {
+		driver.CoreV1().Pods("default").Delete(context.Background(), l.name, metav1.DeleteOptions{})
+		os.Remove(l.path)
+	}
+	time.Sleep(5 * time.Second)
+	run.window[1] = time.Now()
+	cancel()
+	run.apiRSS = <-rss
+	mu.Lock()
+	defer mu.Unlock()
+	for name, at := range markerAt {
+		if seen, ok := seenAt[name]; ok {
+			run.latency = append(run.latency, seen.Sub(at))
+		}
+	}
+	slices.Sort(run.latency)
+	if published && len(run.latency) < run.gated*9/10 {
+		b.Errorf("only %d of %d gated pods' conditions were seen", len(run.latency), run.gated)
+	}
+	return run
+}
+
+// cpuSeconds is the user and system CPU a process has used.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and
+	// stime are the 14th and 15th of the line, in clock ticks (100 Hz).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
+// podWatches returns the pod watches open at the API server, from its
+// apiserver_longrunning_requests.
+func podWatches(b *testing.B, a *apiServer) int {
+	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
+	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/metrics", a.port), nil)
+	req.Header.Set("Authorization", "Bearer "+adminToken)
+	resp, err := client.Do(req)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer resp.Body.Close()
+	data, _ := io.ReadAll(resp.Body)
+	n := 0
+	for _, l := range strings.Split(string(data), "\n") {
+		if strings.HasPrefix(l, "apiserver_longrunning_requests{") && strings.Contains(l, `resource="pods"`) && strings.Contains(l, `verb="WATCH"`) {
+			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+			n += int(v)
+		}
+	}
+	return n
+}
+
+// auditCounts counts the sidecars' requests in the audit log that the API
+// server received within window, by "verb resource[/subresource]", and the
+// writes by the pod they are about (a pod's name, or the pod an Event's
+// name starts with).
+func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int, map[string]int) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	counts, byPod := map[string]int{}, map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			User      struct{ Username string }
+			ObjectRef struct {
+				Resource, Subresource, Name string
+			} `json:"objectRef"`
+			Received time.Time `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != agentUser {
+			continue
+		}
+		// A watch is counted when it starts, any other request once done.
+		if ev.Verb == "watch" && ev.Stage != "ResponseStarted" || ev.Verb != "watch" && ev.Stage != "ResponseComplete" {
+			continue
+		}
+		if ev.Received.Before(window[0]) || ev.Received.After(window[1]) {
+			continue
+		}
+		key := ev.Verb + " " + ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			key += "/" + ev.ObjectRef.Subresource
+		}
+		counts[key]++
+		switch {
+		case ev.ObjectRef.Resource == "pods" && ev.Verb != "list" && ev.Verb != "watch":
+			byPod[ev.ObjectRef.Name]++
+		case ev.ObjectRef.Resource == "events":
+			if i := strings.LastIndexByte(ev.ObjectRef.Name, '.'); i > 0 {
+				byPod[ev.ObjectRef.Name[:i]]++
+			}
+		}
+	}
+	return counts, byPod
+}
+
+func formatCounts(m map[string]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}
