@@ -283,14 +283,21 @@ func podWatches(b *testing.B, a *apiServer) int {
 	}
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
-	n := 0
-	for _, l := range strings.Split(string(data), "\n") {
-		if strings.HasPrefix(l, "apiserver_longrunning_requests{") && strings.Contains(l, `resource="pods"`) && strings.Contains(l, `verb="WATCH"`) {
-			v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-			n += int(v)
+	return sumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
+}
+
+// sumSeries adds up the samples of metric name in a Prometheus text
+// exposition whose labels hold every one of labels (`key="value"`).
+func sumSeries(exposition, name string, labels ...string) int {
+	total := 0
+	for _, l := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(l, name+"{") || slices.ContainsFunc(labels, func(want string) bool { return !strings.Contains(l, want) }) {
+			continue
 		}
+		v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		total += int(v)
 	}
-	return n
+	return total
 }
 
 // auditCounts counts the sidecars' requests in the audit log that the API
