@@ -13,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -44,10 +45,16 @@ type strictAgent struct {
 	dir      string // host-local's data folder of the network
 	stateDir string // netready's stateDir
 	mu       sync.Mutex
-	added    map[string]time.Time // IP -> when it went into the set
-	pending  map[string]bool
+	// added: IP -> when the nft call that put it into the set began. The
+	// kernel commits the element before nft exits (about 150 ms later
+	// under load), so only a time before the call's start proves that a
+	// pod went ahead of the agent.
+	added   map[string]time.Time
+	pending map[string]bool
 	// leases: every allocation seen, newest last.
 	leases []lease
+	// stopped: the test is over; timers still pending do nothing.
+	stopped atomic.Bool
 }
 
 // lease is one allocation of an IP as the agent saw it, and the readyAt of
@@ -75,7 +82,7 @@ func startStrictAgent(t *testing.T, ipamDir, stateDir string, port int) *strictA
 	a := &strictAgent{t: t, dir: ipamDir, stateDir: stateDir, added: map[string]time.Time{}, pending: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
-	t.Cleanup(func() { cancel(); <-done })
+	t.Cleanup(func() { a.stopped.Store(true); cancel(); <-done })
 	go func() { defer close(done); a.run(ctx) }()
 	return a
 }
@@ -117,16 +124,19 @@ func (a *strictAgent) run(ctx context.Context) {
 }
 
 func (a *strictAgent) allow(ip string) {
+	if a.stopped.Load() {
+		return
+	}
+	began := time.Now()
 	if out, err := exec.Command("nft", "add", "element", "inet", "nrfp", "allowed4", "{", ip, "}").CombinedOutput(); err != nil {
 		a.t.Errorf("nft add element %s: %v %s", ip, err, out)
 	}
 	a.mu.Lock()
-	now := time.Now()
-	a.added[ip] = now
+	a.added[ip] = began
 	delete(a.pending, ip)
 	for i := len(a.leases) - 1; i >= 0; i-- {
 		if a.leases[i].ip == ip {
-			a.leases[i].added = now
+			a.leases[i].added = began
 			break
 		}
 	}
@@ -281,7 +291,7 @@ func summarize(results []clientResult) (connected int, text string) {
 	}
 	if len(returned) > 0 {
 		slices.Sort(returned)
-		text += fmt.Sprintf("; ADD's readyAt came p50 %s, p99 %s after the agent's nft call returned (%d markers)",
+		text += fmt.Sprintf("; ADD's readyAt came p50 %s, p99 %s after the agent's nft call began (%d markers)",
 			ms(percentile(returned, .5)), ms(percentile(returned, .99)), len(returned))
 	}
 	if len(failed) > 0 {

@@ -392,7 +392,14 @@ func TestNode(t *testing.T) {
 		applied := time.Now()
 		n.kubectl("apply", "-k", dir, "--server-side")
 		n.kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
-		pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+		// rollout status can return on a DaemonSet status computed before
+		// the pod's readiness probe ran (seen once: the pod turned Ready
+		// seconds later); the pod itself must turn Ready.
+		var pods *corev1.PodList
+		n.waitFor("the netready pod Ready", time.Minute, func() bool {
+			pods, _ = n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
+			return pods != nil && len(pods.Items) == 1 && podReady(&pods.Items[0])
+		})
 		if len(pods.Items) != 1 || !podReady(&pods.Items[0]) || pods.Items[0].Spec.Containers[0].Image != "ghcr.io/netready/netready:"+version {
 			t.Fatalf("want one Ready netready pod running ghcr.io/netready/netready:%s, got %+v", version, pods.Items)
 		}
