@@ -90,7 +90,7 @@ integration:
 
 bench: deps tools k8s build
 	$(TEST_ENV) scripts/preserve-host.sh \
-	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 30m ./test/integration/...
+	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 45m ./test/integration/...
 
 # Each fuzz target for FUZZTIME; their seed corpora (and any crash found,
 # kept in testdata/fuzz) already run in `make unit`.
