@@ -35,6 +35,10 @@ type installer struct {
 	warned map[string]bool
 }
 
+func newInstaller(o Options, log *slog.Logger) *installer {
+	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}}
+}
+
 // refusal is a problem that waiting cannot fix; the installer exits 1.
 type refusal struct{ error }
 

@@ -10,7 +10,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"log/slog"
 	"os"
 	"path/filepath"
 	"strings"
@@ -154,10 +153,6 @@ func validateEntry(snippet []byte) error {
 		return err
 	}
 	return nil
-}
-
-func newInstaller(o Options, log *slog.Logger) *installer {
-	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}}
 }
 
 // writableDir: an existing folder this process can write. Root ignores

@@ -1,6 +1,12 @@
 package sidecar
 
 import (
+	"context"
+	"io"
+	"log/slog"
+	"net"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -58,5 +64,36 @@ func TestValidate(t *testing.T) {
 				t.Errorf("Validate() problems (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestRunFailsWhenListenIsTaken: a --listen address that cannot be bound
+// ends Run with the error (main exits 1), within seconds, even while the
+// API server cannot be reached; before, the sidecar exited 0.
+func TestRunFailsWhenListenIsTaken(t *testing.T) {
+	taken, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer taken.Close()
+	kubeconfig := filepath.Join(t.TempDir(), "kubeconfig")
+	os.WriteFile(kubeconfig, []byte(`apiVersion: v1
+kind: Config
+clusters: [{name: c, cluster: {server: "https://127.0.0.1:1"}}]
+users: [{name: u, user: {token: t}}]
+contexts: [{name: x, context: {cluster: c, user: u}}]
+current-context: x
+`), 0o600)
+	o := validOptions()
+	o.StateDir, o.Kubeconfig, o.Listen, o.CNIConfDir = t.TempDir(), kubeconfig, taken.Addr().String(), ""
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	err = Run(ctx, o, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	if err == nil || !strings.Contains(err.Error(), "address already in use") {
+		t.Errorf("Run = %v, want the listen error", err)
+	}
+	if d := time.Since(start); d > 10*time.Second {
+		t.Errorf("Run returned after %s, want within seconds", d)
 	}
 }

@@ -286,20 +286,6 @@ func podWatches(b *testing.B, a *apiServer) int {
 	return sumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
 }
 
-// sumSeries adds up the samples of metric name in a Prometheus text
-// exposition whose labels hold every one of labels (`key="value"`).
-func sumSeries(exposition, name string, labels ...string) int {
-	total := 0
-	for _, l := range strings.Split(exposition, "\n") {
-		if !strings.HasPrefix(l, name+"{") || slices.ContainsFunc(labels, func(want string) bool { return !strings.Contains(l, want) }) {
-			continue
-		}
-		v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		total += int(v)
-	}
-	return total
-}
-
 // auditCounts counts the sidecars' requests in the audit log that the API
 // server received within window, by "verb resource[/subresource]", and the
 // writes by the pod they are about (a pod's name, or the pod an Event's

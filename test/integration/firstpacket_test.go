@@ -478,9 +478,6 @@ func TestFirstPacket(t *testing.T) {
 	for _, s := range summary {
 		t.Log(s)
 	}
-	if !slices.ContainsFunc(summary, func(s string) bool { return strings.HasPrefix(s, "netready, onTimeout fail") }) {
-		t.Error("the fail-mode run did not finish")
-	}
 }
 
 // startSidecarProcess runs bin/netready-sidecar for the node as its admin,

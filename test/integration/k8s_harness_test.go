@@ -16,7 +16,9 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -294,4 +296,18 @@ func metricsText(t testing.TB, listen string) string {
 	defer resp.Body.Close()
 	data, _ := io.ReadAll(resp.Body)
 	return string(data)
+}
+
+// sumSeries adds up the samples of metric name in a Prometheus text
+// exposition whose labels hold every one of labels (`key="value"`).
+func sumSeries(exposition, name string, labels ...string) int {
+	total := 0
+	for _, l := range strings.Split(exposition, "\n") {
+		if !strings.HasPrefix(l, name+"{") || slices.ContainsFunc(labels, func(want string) bool { return !strings.Contains(l, want) }) {
+			continue
+		}
+		v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
+		total += int(v)
+	}
+	return total
 }

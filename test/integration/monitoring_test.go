@@ -6,10 +6,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"sigs.k8s.io/yaml"
 )
 
@@ -59,6 +62,49 @@ func TestMonitoring(t *testing.T) {
 	}
 	if base := envValue(container(daemonSet(t, kustomizeWith(t)), "sidecar").Env, "METRICS_LISTEN"); base != "127.0.0.1:9095" {
 		t.Errorf("without the component the sidecar must listen on loopback only, not %q", base)
+	}
+
+	// The scrape reaches the sidecar: the Service selects the DaemonSet's
+	// pods and targets the sidecar's named port; the ServiceMonitor
+	// selects the Service, in its namespace, by that port, and labels
+	// each series with its node.
+	type relabeling struct {
+		SourceLabels []string `json:"sourceLabels"`
+		TargetLabel  string   `json:"targetLabel"`
+	}
+	var svc corev1.Service
+	var sm struct {
+		Spec struct {
+			Selector          metav1.LabelSelector `json:"selector"`
+			NamespaceSelector struct {
+				MatchNames []string `json:"matchNames"`
+			} `json:"namespaceSelector"`
+			Endpoints []struct {
+				Port        string       `json:"port"`
+				Relabelings []relabeling `json:"relabelings"`
+			} `json:"endpoints"`
+		} `json:"spec"`
+	}
+	if yaml.Unmarshal([]byte(objs["Service"][0]), &svc) != nil || yaml.Unmarshal([]byte(objs["ServiceMonitor"][0]), &sm) != nil {
+		t.Fatal("cannot read the Service or the ServiceMonitor")
+	}
+	if !labels.SelectorFromSet(svc.Spec.Selector).Matches(labels.Set(ds.Spec.Template.Labels)) || len(svc.Spec.Selector) == 0 {
+		t.Errorf("the Service's selector %v does not select the DaemonSet's pods %v", svc.Spec.Selector, ds.Spec.Template.Labels)
+	}
+	if len(svc.Spec.Ports) != 1 || !slices.ContainsFunc(container(ds, "sidecar").Ports, func(p corev1.ContainerPort) bool {
+		return p.Name == svc.Spec.Ports[0].TargetPort.String() && p.ContainerPort == 9095
+	}) {
+		t.Errorf("the Service's port %+v is not the sidecar's 9095", svc.Spec.Ports)
+	}
+	smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+	if err != nil || smSel.Empty() || !smSel.Matches(labels.Set(svc.Labels)) || !slices.Contains(sm.Spec.NamespaceSelector.MatchNames, svc.Namespace) {
+		t.Errorf("the ServiceMonitor (%v in %v) does not select the Service %s/%s %v", sm.Spec.Selector, sm.Spec.NamespaceSelector.MatchNames, svc.Namespace, svc.Name, svc.Labels)
+	}
+	if len(sm.Spec.Endpoints) != 1 || len(svc.Spec.Ports) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name ||
+		!slices.ContainsFunc(sm.Spec.Endpoints[0].Relabelings, func(r relabeling) bool {
+			return r.TargetLabel == "node" && slices.Equal(r.SourceLabels, []string{"__meta_kubernetes_pod_node_name"})
+		}) {
+		t.Errorf("the ServiceMonitor's endpoints %+v do not scrape the Service's port with a node label", sm.Spec.Endpoints)
 	}
 
 	var rule struct {
