@@ -5,11 +5,8 @@ package integration
 import (
 	"bufio"
 	"context"
-	"crypto/tls"
 	"encoding/json"
 	"fmt"
-	"io"
-	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -23,7 +20,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 )
@@ -200,11 +196,8 @@ func scaleChurn(b *testing.B, a *apiServer, driver *kubernetes.Clientset, nodes,
 		if err != nil {
 			b.Fatal(err)
 		}
-		// The marker ADD writes for an attachment that was ready at once.
-		now := time.Now()
-		m := &marker.Marker{Version: marker.Version, Network: "scale", ContainerID: name, IfName: "eth0",
-			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(created.UID)}, IPs: []string{"10.200.0.5/24"},
-			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		m := readyMarker("scale", name, created, "10.200.0.5/24")
+		now := m.CreatedAt.Time
 		store := marker.Store{Dir: states[node]}
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
@@ -274,15 +267,10 @@ func cpuSeconds(pid int) float64 {
 // podWatches returns the pod watches open at the API server, from its
 // apiserver_longrunning_requests.
 func podWatches(b *testing.B, a *apiServer) int {
-	client := &http.Client{Timeout: 5 * time.Second, Transport: &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
-	req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/metrics", a.port), nil)
-	req.Header.Set("Authorization", "Bearer "+adminToken)
-	resp, err := client.Do(req)
+	data, err := a.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
-		b.Fatal(err)
+		b.Fatalf("the API server's /metrics: %v", err)
 	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
 	return sumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
 }
 

@@ -799,11 +799,7 @@ func BenchmarkPublishLatency(b *testing.B) {
 	for i := 0; i < pods; i++ {
 		name := fmt.Sprintf("bench-%d", i)
 		pod := a.newPod(name, testNode)
-		// The marker the plugin writes for a pod that was ready at once.
-		now := time.Now()
-		m := &marker.Marker{Version: marker.Version, Network: "bench", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0",
-			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(pod.UID)}, IPs: []string{"10.200.0.5/24"},
-			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		m := readyMarker("bench", fmt.Sprintf("c%d", i), pod, "10.200.0.5/24")
 		start := time.Now()
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
@@ -819,6 +815,15 @@ func BenchmarkPublishLatency(b *testing.B) {
 	}
 	fmt.Printf("\nPublish latency, marker written -> condition seen through a watch (%d pods, client-go default QPS 5 / burst 10): p50 %s, p99 %s\n",
 		pods, ms(percentile(lat, .5)), ms(percentile(lat, .99)))
+}
+
+// readyMarker is the marker ADD writes for pod's eth0 on network when its
+// network was ready at once.
+func readyMarker(network, containerID string, pod *corev1.Pod, ip string) *marker.Marker {
+	now := time.Now()
+	return &marker.Marker{Version: marker.Version, Network: network, ContainerID: containerID, IfName: "eth0",
+		Pod: attachment.Pod{Namespace: pod.Namespace, Name: pod.Name, UID: string(pod.UID)}, IPs: []string{ip},
+		State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
 }
 
 // vmRSS is a process's resident set in MB.
@@ -854,7 +859,7 @@ func BenchmarkSidecarFootprint(b *testing.B) {
 		return n
 	}
 	steady := func(state, node string, want int) float64 {
-		listen, _, stop := startSidecarProc(b, a, a.AgentKubeconfig, state, node, "--cni-conf-dir", confDir)
+		listen, _, stop := startSidecarProc(b, a.AgentKubeconfig, state, node, "--cni-conf-dir", confDir)
 		defer stop()
 		var pid int
 		for _, p := range procsMentioning(listen) {
@@ -882,10 +887,7 @@ func BenchmarkSidecarFootprint(b *testing.B) {
 	for i := range 110 {
 		name := fmt.Sprintf("fp-%d", i)
 		pod := a.newPod(name, testNode)
-		now := time.Now()
-		m := &marker.Marker{Version: marker.Version, Network: "pods", ContainerID: fmt.Sprintf("c%d", i), IfName: "eth0",
-			Pod: attachment.Pod{Namespace: "default", Name: name, UID: string(pod.UID)}, IPs: []string{fmt.Sprintf("10.99.0.%d/24", i+2)},
-			State: marker.StateReady, CreatedAt: marker.Time{Time: now}, ReadyAt: &marker.Time{Time: now}}
+		m := readyMarker("pods", fmt.Sprintf("c%d", i), pod, fmt.Sprintf("10.99.0.%d/24", i+2))
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
 		}

@@ -401,7 +401,8 @@ func TestFirstPacket(t *testing.T) {
 		n.t = t
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
-		n.startSidecarProcess(t)
+		// The sidecar as a process on the node, as the node's admin.
+		startSidecarProc(t, n.path("pki/admin.kubeconfig"), n.path("state"), nodeName, "--condition-type", nodeConditionType, "--cni-conf-dir", "")
 		n.writeFirstPacketConflist(entry("1s", "proceed"))
 		type seen struct {
 			at  time.Time
@@ -478,26 +479,6 @@ func TestFirstPacket(t *testing.T) {
 	for _, s := range summary {
 		t.Log(s)
 	}
-}
-
-// startSidecarProcess runs bin/netready-sidecar for the node as its admin,
-// publishing nodeConditionType from the node's stateDir.
-func (n *k8sNode) startSidecarProcess(t *testing.T) {
-	cmd := exec.Command(filepath.Join(binDir, "netready-sidecar"), "--state-dir", n.path("state"), "--node-name", nodeName,
-		"--kubeconfig", n.path("pki/admin.kubeconfig"), "--listen", "127.0.0.1:"+strconv.Itoa(freePort(t)),
-		"--condition-type", nodeConditionType, "--cni-conf-dir", "")
-	var logs syncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		cmd.Process.Signal(os.Interrupt)
-		cmd.Wait()
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", tail(logs.String(), 40))
-		}
-	})
 }
 
 // podStatusWrites is the API server's count of pods/status PATCH and PUT

@@ -245,13 +245,13 @@ func startSidecar(t testing.TB, a *apiServer, stateDir, node string, extra ...st
 // startSidecarWith runs bin/netready-sidecar with the identity of kubeconfig.
 func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer) {
 	t.Helper()
-	listen, logs, _ := startSidecarProc(t, a, kubeconfig, stateDir, node, extra...)
+	listen, logs, _ := startSidecarProc(t, kubeconfig, stateDir, node, extra...)
 	return listen, logs
 }
 
 // startSidecarProc is startSidecarWith that also returns a stop function,
 // for tests that restart the sidecar; the test's cleanup stops it too.
-func startSidecarProc(t testing.TB, a *apiServer, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer, func()) {
+func startSidecarProc(t testing.TB, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer, func()) {
 	t.Helper()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", kubeconfig, "--listen", listen}, extra...)

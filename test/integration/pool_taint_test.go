@@ -180,7 +180,7 @@ func TestPoolTaint(t *testing.T) {
 	// No resync during the test: inotify alone must drive every change.
 	args := []string{"--cni-conf-dir", confDir, "--pool-resync", "1h"}
 	sidecar := func() (string, func()) {
-		listen, _, stop := startSidecarProc(t, a, a.AgentKubeconfig, state, node, args...)
+		listen, _, stop := startSidecarProc(t, a.AgentKubeconfig, state, node, args...)
 		return listen, stop
 	}
 	listen, stop := sidecar()
@@ -322,7 +322,7 @@ func TestPoolTaint(t *testing.T) {
 	t.Run("two sidecars on one node keep one taint and agree", func(t *testing.T) {
 		// A rollout can overlap the old pod and the new one for a while.
 		writeNetwork(t, confDir, "10-edge.conflist", "edge", v4.ipam, `{"ipam":"auto","minFree":2}`)
-		_, _, stop2 := startSidecarProc(t, a, a.AgentKubeconfig, t.TempDir(), node, args...)
+		_, _, stop2 := startSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, args...)
 		defer stop2()
 		v4.add(t, "c1", "c2", "c3", "c4")
 		// The taint and the condition are two writes: wait for both.
@@ -409,7 +409,7 @@ func TestPoolTaintEntryComesAndGoes(t *testing.T) {
 		t.Fatalf("the installer wrote no plugin-folder entry: %v", err)
 	}
 	forget := 4 * time.Second
-	listen, _, stop := startSidecarProc(t, a, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "1h", "--pool-forget-after", forget.String())
+	listen, _, stop := startSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "1h", "--pool-forget-after", forget.String())
 	defer stop()
 	tainted := func() bool { return taint.Has(a.node(t, node)) }
 
