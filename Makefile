@@ -95,7 +95,7 @@ bench: deps tools k8s build
 # Each fuzz target for FUZZTIME; their seed corpora (and any crash found,
 # kept in testdata/fuzz) already run in `make unit`.
 FUZZTIME ?= 30s
-FUZZ_TARGETS := FuzzParse:./pkg/config FuzzExpand:./pkg/config FuzzReadFile:./pkg/marker FuzzParsePod:./pkg/attachment FuzzEdit:./pkg/conflist FuzzContainsToken:./pkg/checks FuzzGet:./pkg/httpget FuzzRangesMatchHostLocal:./pkg/pool FuzzTransaction:./pkg/watch
+FUZZ_TARGETS := FuzzParse:./pkg/config FuzzExpand:./pkg/config FuzzReadFile:./pkg/marker FuzzParsePod:./pkg/attachment FuzzEdit:./pkg/conflist FuzzContainsToken:./pkg/nftrule FuzzGet:./pkg/httpget FuzzRangesMatchHostLocal:./pkg/pool FuzzTransaction:./pkg/watch
 fuzz:
 	@for t in $(FUZZ_TARGETS); do 	  echo "fuzz: $${t%%:*} for $(FUZZTIME)"; 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; 	done
 

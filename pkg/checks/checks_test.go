@@ -7,8 +7,6 @@ import (
 	"testing"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	"golang.org/x/sys/unix"
 )
 
@@ -45,26 +43,6 @@ func TestSetHolds(t *testing.T) {
 		if got := setHolds(append([]nftables.SetElement(nil), tt.elems...), tt.interval, ip(tt.key)); got != tt.want {
 			t.Errorf("%s: setHolds(%s) = %v, want %v", tt.name, tt.key, got, tt.want)
 		}
-	}
-}
-
-func TestRenderRule(t *testing.T) {
-	r := &nftables.Rule{
-		Exprs: []expr.Any{
-			&expr.Payload{Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: net.ParseIP("10.1.0.5").To4()},
-			&expr.Meta{Key: expr.MetaKeyIIFNAME, Register: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte("veth1\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00\x00")},
-			&expr.Payload{Base: expr.PayloadBaseTransportHeader, Offset: 2, Len: 2, DestRegister: 1},
-			&expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{0x1f, 0x90}},
-			&expr.Counter{},
-			&expr.Verdict{Kind: expr.VerdictJump, Chain: "pod-web"},
-		},
-		UserData: userdata.AppendString(nil, userdata.TypeComment, "pod default/web-0"),
-	}
-	want := `ip saddr 10.1.0.5 iifname "veth1" th dport 8080 counter jump pod-web comment "pod default/web-0"`
-	if got := RenderRule(r); got != want {
-		t.Errorf("RenderRule =\n %s\nwant\n %s", got, want)
 	}
 }
 

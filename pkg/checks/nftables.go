@@ -3,7 +3,6 @@ package checks
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"net"
@@ -11,13 +10,12 @@ import (
 	"strings"
 
 	"github.com/google/nftables"
-	"github.com/google/nftables/expr"
-	"github.com/google/nftables/userdata"
 	rawnl "github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/nftrule"
 	"github.com/netready/netready/pkg/watch"
 )
 
@@ -215,118 +213,46 @@ func (c *nftRuleCheck) Kind() string { return config.KindNFTables }
 func (c *nftRuleCheck) Target() string {
 	return fmt.Sprintf("chain %s/%s/%s contains %q", c.family, c.table, c.chain, c.match)
 }
-func (c *nftRuleCheck) Sources() []watch.Source { return []watch.Source{{Kind: watch.NFTables}} }
+
+func (c *nftRuleCheck) Sources() []watch.Source {
+	return []watch.Source{ruleSource(c.fam, c.table, c.chain, nftrule.NFTText(c.match))}
+}
 
 func (c *nftRuleCheck) Probe(context.Context) (bool, string, error) {
+	ok, why := c.env.chainHolds(c.fam, c.table, c.chain, nftrule.NFTText(c.match))
+	return ok, why, nil
+}
+
+// ruleSource wakes a rule check only for a transaction that added a rule
+// to its chain that matches, or may.
+func ruleSource(fam nftables.TableFamily, table, chain string, m nftrule.Match) watch.Source {
+	return watch.Source{Kind: watch.NFTRule, Rule: watch.NFTRuleMatch{Family: uint8(fam), Table: table, Chain: chain, Match: m}}
+}
+
+// chainHolds reads one chain's rules (never the whole ruleset) and reports
+// whether one matches m, or why not.
+func (e *Env) chainHolds(fam nftables.TableFamily, table, chain string, m nftrule.Match) (bool, string) {
 	var rules []*nftables.Rule
-	err := c.env.withNFTables(func(conn *nftConns) error {
+	err := e.withNFTables(func(conn *nftConns) error {
+		t := &nftables.Table{Name: table, Family: fam}
 		var err error
-		rules, err = conn.lib.GetRules(&nftables.Table{Name: c.table, Family: c.fam}, &nftables.Chain{Name: c.chain})
+		if rules, err = conn.lib.GetRules(t, &nftables.Chain{Name: chain}); err != nil || len(rules) > 0 {
+			return err
+		}
+		// A dump of a chain that does not exist is empty, not an error.
+		_, err = conn.lib.ListChain(t, chain)
 		return err
 	})
 	switch {
 	case err != nil && isMissing(err):
-		return false, "chain does not exist (yet)", nil
+		return false, fmt.Sprintf("chain %s/%s does not exist (yet)", table, chain)
 	case err != nil:
-		return false, fmt.Sprintf("cannot list rules: %v", err), nil
+		return false, fmt.Sprintf("cannot list the rules of %s/%s: %v", table, chain, err)
 	}
 	for _, r := range rules {
-		if ContainsToken(RenderRule(r), c.match) {
-			return true, "", nil
+		if m.In(r) {
+			return true, ""
 		}
 	}
-	return false, "no rule matches yet", nil
-}
-
-// RenderRule writes a rule in nft's syntax for what a readiness match needs:
-// addresses and ports compared, interface names, set lookups, verdicts and
-// the comment, e.g. `ip saddr 10.1.0.5 counter accept comment "pod web-0"`.
-// Expressions it does not know are left out.
-func RenderRule(r *nftables.Rule) string {
-	var parts []string
-	field := ""
-	for _, e := range r.Exprs {
-		switch e := e.(type) {
-		case *expr.Meta:
-			field = map[expr.MetaKey]string{expr.MetaKeyIIFNAME: "iifname", expr.MetaKeyOIFNAME: "oifname",
-				expr.MetaKeyL4PROTO: "meta l4proto", expr.MetaKeyMARK: "meta mark"}[e.Key]
-		case *expr.Payload:
-			field = payloadField(e)
-		case *expr.Cmp:
-			op := map[expr.CmpOp]string{expr.CmpOpNeq: "!= ", expr.CmpOpLt: "< ", expr.CmpOpGt: "> ",
-				expr.CmpOpLte: "<= ", expr.CmpOpGte: ">= "}[e.Op]
-			parts = append(parts, strings.TrimSpace(field+" "+op+renderData(field, e.Data)))
-			field = ""
-		case *expr.Lookup:
-			neg := ""
-			if e.Invert {
-				neg = "!= "
-			}
-			parts = append(parts, strings.TrimSpace(field+" "+neg+"@"+e.SetName))
-			field = ""
-		case *expr.Counter:
-			parts = append(parts, "counter")
-		case *expr.Verdict:
-			parts = append(parts, renderVerdict(e))
-		}
-	}
-	if comment, ok := userdata.GetString(r.UserData, userdata.TypeComment); ok {
-		parts = append(parts, fmt.Sprintf("comment %q", comment))
-	}
-	return strings.Join(parts, " ")
-}
-
-func payloadField(p *expr.Payload) string {
-	switch p.Base {
-	case expr.PayloadBaseNetworkHeader:
-		switch {
-		case p.Offset == 12 && p.Len == 4:
-			return "ip saddr"
-		case p.Offset == 16 && p.Len == 4:
-			return "ip daddr"
-		case p.Offset == 8 && p.Len == 16:
-			return "ip6 saddr"
-		case p.Offset == 24 && p.Len == 16:
-			return "ip6 daddr"
-		}
-	case expr.PayloadBaseTransportHeader:
-		switch {
-		case p.Offset == 0 && p.Len == 2:
-			return "th sport"
-		case p.Offset == 2 && p.Len == 2:
-			return "th dport"
-		}
-	}
-	return ""
-}
-
-func renderData(field string, data []byte) string {
-	switch {
-	case strings.HasSuffix(field, "addr") && (len(data) == 4 || len(data) == 16):
-		return net.IP(data).String()
-	case strings.HasSuffix(field, "ifname"):
-		return fmt.Sprintf("%q", string(bytes.TrimRight(data, "\x00")))
-	case strings.HasSuffix(field, "port") && len(data) == 2:
-		return fmt.Sprint(binary.BigEndian.Uint16(data))
-	case len(data) == 4 || len(data) == 16:
-		// An address compared after a mask or without a known field.
-		return net.IP(data).String()
-	}
-	return fmt.Sprintf("0x%x", data)
-}
-
-func renderVerdict(v *expr.Verdict) string {
-	switch v.Kind {
-	case expr.VerdictAccept:
-		return "accept"
-	case expr.VerdictDrop:
-		return "drop"
-	case expr.VerdictReturn:
-		return "return"
-	case expr.VerdictJump:
-		return "jump " + v.Chain
-	case expr.VerdictGoto:
-		return "goto " + v.Chain
-	}
-	return "continue"
+	return false, "no rule matches yet"
 }

@@ -15,10 +15,12 @@ import (
 	"time"
 
 	"github.com/coreos/go-iptables/iptables"
+	"github.com/google/nftables"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/httpget"
+	"github.com/netready/netready/pkg/nftrule"
 	"github.com/netready/netready/pkg/watch"
 )
 
@@ -124,16 +126,32 @@ func (c *iptablesCheck) Target() string {
 }
 
 // Sources: with the nf_tables backend, iptables rules are nftables objects
-// and their changes arrive as nftables notifications; the legacy backend
-// has no events, so the check is polled.
+// and their changes arrive as nftables notifications, filtered to new rules
+// of the check's chain; the legacy backend has no events, so the check is
+// polled.
 func (c *iptablesCheck) Sources() []watch.Source {
 	if c.env.iptablesIsNFT() {
-		return []watch.Source{{Kind: watch.NFTables}}
+		return []watch.Source{ruleSource(c.nftFamily(), c.table, c.chain, nftrule.IPTables(c.match))}
 	}
 	return nil
 }
 
+// nftFamily is the nftables family that iptables-nft keeps the rules in.
+func (c *iptablesCheck) nftFamily() nftables.TableFamily {
+	if c.proto == iptables.ProtocolIPv6 {
+		return nftables.TableFamilyIPv6
+	}
+	return nftables.TableFamilyIPv4
+}
+
+// Probe: with iptables-nft and an address match ("-s 10.1.0.5/32"), the
+// chain's rules are read through nftables netlink; any other match, or
+// legacy iptables, runs iptables.
 func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
+	if m := nftrule.IPTables(c.match); m.Decidable() && c.env.iptablesIsNFT() {
+		ok, why := c.env.chainHolds(c.nftFamily(), c.table, c.chain, m)
+		return ok, why, nil
+	}
 	ipt, err := c.env.IPTables(ctx, c.proto)
 	if err != nil {
 		return false, err.Error(), nil
@@ -152,7 +170,7 @@ func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("cannot list %s/%s: %v", c.table, c.chain, strings.TrimSpace(err.Error())), nil
 	}
 	for _, r := range rules {
-		if ContainsToken(r, c.match) {
+		if nftrule.ContainsToken(r, c.match) {
 			return true, "", nil
 		}
 	}

@@ -3,12 +3,15 @@ package watch
 import (
 	"testing"
 
+	"github.com/google/nftables/expr"
 	"github.com/mdlayher/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/netready/netready/pkg/nftrule"
 )
 
 // FuzzTransaction: any message the kernel could send, however malformed,
-// is read without a panic, and a transaction's end wakes an NFTables
+// set element or rule, is read without a panic, and a transaction's end wakes an NFTables
 // listener whatever came before it.
 func FuzzTransaction(f *testing.F) {
 	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{
@@ -29,13 +32,36 @@ func FuzzTransaction(f *testing.F) {
 	}
 	f.Add(seed, true)
 	f.Add([]byte{unix.NFPROTO_INET, 0, 0}, false)
+	// A rule of the watched chain: source 10.9.0.5, as iptables-nft writes it.
+	payload, _ := expr.Marshal(unix.NFPROTO_IPV4, &expr.Payload{Base: expr.PayloadBaseNetworkHeader, Offset: 12, Len: 4, DestRegister: 1})
+	cmp, _ := expr.Marshal(unix.NFPROTO_IPV4, &expr.Cmp{Op: expr.CmpOpEq, Register: 1, Data: []byte{10, 9, 0, 5}})
+	rule, _ := netlink.MarshalAttributes([]netlink.Attribute{
+		{Type: unix.NFTA_RULE_TABLE, Data: []byte("filter\x00")},
+		{Type: unix.NFTA_RULE_CHAIN, Data: []byte("PODS\x00")},
+		{Type: unix.NFTA_RULE_EXPRESSIONS | unix.NLA_F_NESTED, Data: append(
+			mustMarshal(netlink.Attribute{Type: unix.NFTA_LIST_ELEM | unix.NLA_F_NESTED, Data: payload}),
+			mustMarshal(netlink.Attribute{Type: unix.NFTA_LIST_ELEM | unix.NLA_F_NESTED, Data: cmp})...)},
+	})
+	ruleSeed := append([]byte{unix.NFPROTO_IPV4, 0, 0, 0}, rule...)
+	ruleSrc := Source{Kind: NFTRule, Rule: NFTRuleMatch{Family: unix.NFPROTO_IPV4, Table: "filter", Chain: "PODS", Match: nftrule.IPTables("-s 10.9.0.5/32")}}
+	seen = transaction{}
+	seen.take(nftMessage(unix.NFT_MSG_NEWRULE, ruleSeed), ruleSrc)
+	if w, ok := seen.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), ruleSrc); !ok || !w.Shows {
+		f.Fatal("the rule seed, the pod's own rule, does not show it")
+	}
+	f.Add(ruleSeed, true)
 	f.Fuzz(func(t *testing.T, data []byte, added bool) {
 		kind := uint16(unix.NFT_MSG_DELSETELEM)
 		if added {
 			kind = unix.NFT_MSG_NEWSETELEM
 		}
+		ruleKind := uint16(unix.NFT_MSG_DELRULE)
+		if added {
+			ruleKind = unix.NFT_MSG_NEWRULE
+		}
 		var tx transaction
 		tx.take(nftMessage(kind, data), src)
+		tx.take(nftMessage(ruleKind, data), ruleSrc)
 		tx.take(nftMessage(kind, data), Source{Kind: NFTables})
 		if _, ok := tx.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), Source{Kind: NFTables}); !ok {
 			t.Error("a new generation did not wake an NFTables listener")

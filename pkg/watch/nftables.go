@@ -8,6 +8,8 @@ import (
 	"github.com/mdlayher/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netready/netready/pkg/nftrule"
 )
 
 // NFTElement names one element of an nftables set: what an NFTSet source
@@ -17,6 +19,14 @@ type NFTElement struct {
 	Family     uint8 // nfproto, e.g. unix.NFPROTO_INET
 	Table, Set string
 	Key        string
+}
+
+// NFTRuleMatch names a chain and a match against its rules: what an
+// NFTRule source watches for.
+type NFTRuleMatch struct {
+	Family       uint8 // nfproto, e.g. unix.NFPROTO_IPV4
+	Table, Chain string
+	Match        nftrule.Match
 }
 
 // Element attributes that golang.org/x/sys/unix does not name, from the
@@ -34,7 +44,10 @@ const (
 // new-generation message). For NFTSet, only a transaction that changed the
 // set in a way that may have added the key wakes, and the wake Shows when
 // the transaction committed the key itself: elements of other sets, and
-// other keys of a plain set, wake no one.
+// other keys of a plain set, wake no one. For NFTRule, only a transaction
+// that added a rule to the chain that matches (the wake Shows it) or that
+// the match cannot judge wakes: a rule that does not match, a rule of
+// another chain and a deletion cannot make a match appear.
 func openNFTables(ctx context.Context, src Source) (<-chan Wake, error) {
 	var cfg netlink.Config
 	if src.NetNS != "" {
@@ -103,8 +116,47 @@ func (tx *transaction) take(m netlink.Message, src Source) (Wake, bool) {
 		if src.Kind == NFTSet {
 			tx.elements(m, src.Element)
 		}
+	case unix.NFT_MSG_NEWRULE, unix.NFT_MSG_DELRULE:
+		if src.Kind == NFTRule {
+			tx.rule(m, src.Rule)
+		}
 	}
 	return Wake{}, false
+}
+
+// rule notes a message that added or removed a rule. A matching rule added
+// holds; a rule of the chain removed after it may have been that rule, so
+// the wake no longer Shows, and the listener probes.
+func (tx *transaction) rule(m netlink.Message, want NFTRuleMatch) {
+	if len(m.Data) < 4 {
+		tx.touched = true
+		return
+	}
+	if m.Data[0] != want.Family {
+		return
+	}
+	table, chain, err := nftrule.Where(m.Data[4:])
+	switch {
+	case err != nil:
+		tx.touched = true
+		return
+	case table != want.Table || chain != want.Chain:
+		return
+	case m.Header.Type&0xff == unix.NFT_MSG_DELRULE:
+		tx.holds = false
+		return
+	case !want.Match.Decidable():
+		tx.touched = true
+		return
+	}
+	r, err := nftrule.Decode(want.Family, m.Data[4:])
+	if err != nil {
+		tx.touched = true
+		return
+	}
+	if want.Match.In(r) {
+		tx.touched, tx.holds = true, true
+	}
 }
 
 // elements notes a message that added or removed elements of a set. Only

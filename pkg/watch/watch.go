@@ -3,7 +3,7 @@
 // other kernel notifications. A Hub opens each distinct source once and
 // fans its events out. A wake says only that something may have changed,
 // so checks re-probe, except where the event itself shows what a check
-// waits for (an nftables set element).
+// waits for (an nftables set element, or a matching rule).
 package watch
 
 import (
@@ -38,10 +38,13 @@ const (
 	// NFTSet is nftables notifications that may add Element to its set,
 	// in a netns.
 	NFTSet
+	// NFTRule is nftables notifications of new rules of Rule's chain
+	// that match, or may match, Rule.Match, in a netns.
+	NFTRule
 )
 
 func (k Kind) String() string {
-	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table", "nftables elements"}[k]
+	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table", "nftables elements", "nftables rules"}[k]
 }
 
 // Source names one event stream. NetNS "" is the caller's own netns.
@@ -51,13 +54,16 @@ type Source struct {
 	Path  string
 	// Element is what an NFTSet source watches for.
 	Element NFTElement
+	// Rule is what an NFTRule source watches for.
+	Rule NFTRuleMatch
 }
 
 // Wake is one wake-up of a listener.
 type Wake struct {
 	// Shows is set when the event itself shows what the listener waits
-	// for: an NFTSet transaction committed its element. The kernel sends
-	// that notification after the commit, so no probe need confirm it.
+	// for: an NFTSet transaction committed its element, or an NFTRule one
+	// a matching rule. The kernel sends that notification after the
+	// commit, so no probe need confirm it.
 	Shows bool
 }
 
@@ -69,8 +75,11 @@ func (s Source) String() string {
 	if s.Path != "" {
 		where = s.Path
 	}
-	if s.Kind == NFTSet {
+	switch s.Kind {
+	case NFTSet:
 		return fmt.Sprintf("%s of set %s/%s in %s", s.Kind, s.Element.Table, s.Element.Set, where)
+	case NFTRule:
+		return fmt.Sprintf("%s of chain %s/%s in %s", s.Kind, s.Rule.Table, s.Rule.Chain, where)
 	}
 	return fmt.Sprintf("%s in %s", s.Kind, where)
 }
@@ -213,7 +222,7 @@ func openStream(ctx context.Context, src Source) (<-chan Wake, error) {
 	switch src.Kind {
 	case Dir:
 		return openDir(ctx, src.Path)
-	case NFTables, NFTSet:
+	case NFTables, NFTSet, NFTRule:
 		return openNFTables(ctx, src)
 	case OVSDB:
 		updates, err := ovsdb.Monitor(ctx, src.Path, "Open_vSwitch", "Interface", []string{"external_ids"})

@@ -16,6 +16,8 @@ import (
 	"github.com/containernetworking/plugins/pkg/testutils"
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/netready/netready/pkg/nftrule"
 )
 
 func woken(ch chan Wake) bool {
@@ -201,6 +203,91 @@ add set ip t pods { type ipv4_addr; }`)
 	}
 	if len(pods) != 0 || len(ranges) != 0 {
 		t.Errorf("wakes left over: pods %d, ranges %d", len(pods), len(ranges))
+	}
+}
+
+// TestNFTRuleWakes: an NFTRule stream, on rules that the real iptables-nft
+// and nft write in a netns, wakes only for a transaction that added a rule
+// to its chain that matches (and Shows it), or one the match cannot judge.
+func TestNFTRuleWakes(t *testing.T) {
+	netns := newNetNS(t)
+	ipt := func(args ...string) {
+		t.Helper()
+		cmd := exec.Command("nsenter", append([]string{"--net=" + netns.Path(), "iptables-nft"}, args...)...)
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("iptables-nft %s: %v: %s", strings.Join(args, " "), err, out)
+		}
+	}
+	ipt("-N", "PODS")
+	ipt("-N", "OTHER")
+	nftIn(t, netns, "add table inet t\nadd chain inet t pods")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := NewHub(ctx)
+	defer h.Close()
+	subscribe := func(fam uint8, table, chain string, m nftrule.Match) chan Wake {
+		ch := make(chan Wake, 16)
+		src := Source{Kind: NFTRule, NetNS: netns.Path(), Rule: NFTRuleMatch{Family: fam, Table: table, Chain: chain, Match: m}}
+		if err := h.SubscribeTo(src, ch); err != nil {
+			t.Fatal(err)
+		}
+		return ch
+	}
+	addr := subscribe(unix.NFPROTO_IPV4, "filter", "PODS", nftrule.IPTables("-s 10.9.0.5/32"))
+	text := subscribe(unix.NFPROTO_INET, "t", "pods", nftrule.NFTText("ip saddr 10.9.0.5 accept"))
+	next := func(ch chan Wake) (Wake, bool) {
+		select {
+		case w := <-ch:
+			return w, true
+		case <-time.After(5 * time.Second):
+			return Wake{}, false
+		}
+	}
+	// Decoys, before any step: the first step of each listener proves that
+	// none of them woke it.
+	ipt("-A", "PODS", "-s", "10.9.0.6/32", "-j", "ACCEPT")  // another address
+	ipt("-A", "PODS", "-s", "10.9.0.0/24", "-j", "ACCEPT")  // a range holding it, which iptables -S does not print as it
+	ipt("-A", "OTHER", "-s", "10.9.0.5/32", "-j", "ACCEPT") // another chain
+	ipt("-D", "PODS", "-s", "10.9.0.6/32", "-j", "ACCEPT")  // a deletion
+	nftIn(t, netns, "add rule inet t pods ip saddr 10.9.0.6 accept")
+	nftIn(t, netns, "add rule inet t pods ip saddr 10.9.0.5 counter accept") // not the text
+	for _, step := range []struct {
+		name  string
+		do    func()
+		ch    chan Wake
+		shows bool
+	}{
+		{"iptables: the pod's own rule", func() { ipt("-A", "PODS", "-s", "10.9.0.5/32", "-j", "ACCEPT") }, addr, true},
+		{"iptables: added and deleted in one transaction", func() {
+			cmd := exec.Command("nsenter", "--net="+netns.Path(), "iptables-nft-restore", "--noflush")
+			cmd.Stdin = strings.NewReader("*filter\n-A PODS -s 10.9.0.5/32 -j DROP\n-D PODS -s 10.9.0.5/32 -j DROP\nCOMMIT\n")
+			if out, err := cmd.CombinedOutput(); err != nil {
+				t.Fatalf("iptables-nft-restore: %v: %s", err, out)
+			}
+		}, addr, false},
+		{"nft text: the rule the text names", func() { nftIn(t, netns, "add rule inet t pods ip saddr 10.9.0.5 accept") }, text, true},
+	} {
+		step.do()
+		if w, ok := next(step.ch); !ok {
+			t.Errorf("%s: no wake", step.name)
+		} else if w.Shows != step.shows {
+			t.Errorf("%s: wake shows the rule = %v, want %v (a decoy before it woke, or it was misread)", step.name, w.Shows, step.shows)
+		}
+	}
+	if len(addr) != 0 || len(text) != 0 {
+		t.Errorf("wakes left over: iptables %d, nft %d", len(addr), len(text))
+	}
+
+	// A match that only iptables can judge wakes on any new rule of its
+	// chain, and never on another chain's.
+	other := subscribe(unix.NFPROTO_IPV4, "filter", "PODS", nftrule.IPTables("-m comment --comment web-0"))
+	ipt("-A", "OTHER", "-s", "10.9.0.7/32", "-j", "ACCEPT")
+	ipt("-A", "PODS", "-s", "10.9.0.8/32", "-j", "ACCEPT")
+	if w, ok := next(other); !ok || w.Shows {
+		t.Errorf("a match only iptables can judge: wake %v (%+v), want a wake that does not show", ok, w)
+	}
+	if len(other) != 0 {
+		t.Errorf("a match only iptables can judge woke for another chain's rule")
 	}
 }
 

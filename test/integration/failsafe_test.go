@@ -147,7 +147,8 @@ func allocated(t *testing.T, n *testNet) []string {
 
 // TestMatchAtTokenBoundaries: a rule for the neighbour 10.x.x.50, or a
 // comment naming pod web-10, never makes ADD ready for 10.x.x.5 / web-1,
-// in iptables and in nftables; the rule for the pod itself does.
+// in iptables (run, or read through nftables netlink) and in nftables; the
+// rule for the pod itself does.
 func TestMatchAtTokenBoundaries(t *testing.T) {
 	type source struct {
 		name     string
@@ -155,7 +156,9 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 		setup    func(t *testing.T, id string)
 		neighbor func(id, prefix string) []string // rules for another pod
 		own      func(id, prefix string) []string // the rule for this pod
+		after    func(t *testing.T)               // what else must hold
 	}
+	var realIPTables, ran string
 	ipt := func(args ...string) []string { return append([]string{"iptables", "-w", "5"}, args...) }
 	nft := func(rule string) []string { return []string{"nft", rule} }
 	sources := []source{
@@ -181,6 +184,43 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			},
 			own: func(id, p string) []string {
 				return ipt("-A", "NRC"+id, "-s", p+"5/32", "-m", "comment", "--comment", "pod default/web-1", "-j", "ACCEPT")
+			},
+		},
+		{
+			// With iptables-nft, an address form is read from the rule's
+			// expressions through netlink, and iptables never runs: the
+			// plugin finds an `iptables` on its PATH that is
+			// xtables-nft-multi by name but only records that it ran.
+			name: "iptables address, read through nftables netlink",
+			check: func(id string) map[string]any {
+				return map[string]any{"kind": "iptables", "chain": "NRA" + id, "match": "-s {{.IP}}/32"}
+			},
+			setup: func(t *testing.T, id string) {
+				if out, _ := exec.Command("iptables", "--version").CombinedOutput(); !strings.Contains(string(out), "nf_tables") {
+					t.Fatalf("this case needs iptables-nft, as the node image and CI have; iptables --version: %s", out)
+				}
+				iptablesChain(t, "NRA"+id)
+				real, err := exec.LookPath("iptables")
+				if err != nil {
+					t.Fatal(err)
+				}
+				realIPTables = real
+				fake := t.TempDir()
+				ran = filepath.Join(fake, "ran")
+				os.WriteFile(filepath.Join(fake, "xtables-nft-multi"), []byte("#!/bin/sh\necho \"$0 $*\" >> "+ran+"\nexit 1\n"), 0o755)
+				os.Symlink("xtables-nft-multi", filepath.Join(fake, "iptables"))
+				t.Setenv("PATH", fake+":"+os.Getenv("PATH"))
+			},
+			neighbor: func(id, p string) []string {
+				return []string{realIPTables, "-w", "5", "-A", "NRA" + id, "-s", p + "50/32", "-j", "ACCEPT"}
+			},
+			own: func(id, p string) []string {
+				return []string{realIPTables, "-w", "5", "-A", "NRA" + id, "-s", p + "5/32", "-j", "ACCEPT"}
+			},
+			after: func(t *testing.T) {
+				if out, err := os.ReadFile(ran); err == nil {
+					t.Errorf("the plugin ran iptables for an address match with iptables-nft:\n%s", out)
+				}
 			},
 		},
 		{
@@ -223,6 +263,9 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			mustRun(t, own[0], own[1:]...)
 			if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
 				t.Fatalf("ADD with the pod's own rule = %v", err)
+			}
+			if src.after != nil {
+				src.after(t)
 			}
 		})
 	}

@@ -1,0 +1,114 @@
+package nftrule
+
+import (
+	"fmt"
+	"net/netip"
+	"strconv"
+	"strings"
+
+	"github.com/google/nftables"
+)
+
+// Match is a check's match against the rules of a chain. It is a value, so
+// that an event source holding one stays comparable.
+type Match struct {
+	text string
+	// iptables: text is an iptables rule fragment, as `iptables -S` prints
+	// rules. decidable: it is an address form read from the expressions.
+	iptables, decidable bool
+	// The address form: "[! ]-s|-d ADDR[/LEN]".
+	negated, dst, v6 bool
+	addr             string // as written
+	prefix           int    // -1: any length, as "-s ADDR" matches "-s ADDR/LEN"
+}
+
+// NFTText matches rules whose Render contains text at token boundaries.
+func NFTText(text string) Match { return Match{text: text, decidable: true} }
+
+// IPTables matches what `iptables -S` prints of a rule, text at token
+// boundaries. Only the address forms "-s ADDR[/LEN]" and "-d ADDR[/LEN]",
+// negated or not, can be decided from a rule's expressions; for any other
+// text Decidable is false and the rules must be read by iptables itself.
+// Decided on the expressions, the form matches where `iptables -S` text
+// would: the rule's address comparison, or a comment holding the form.
+func IPTables(text string) Match {
+	m := Match{text: text, iptables: true, prefix: -1}
+	rest, neg := strings.CutPrefix(text, "! ")
+	flag, arg, ok := strings.Cut(rest, " ")
+	if !ok || (flag != "-s" && flag != "-d") {
+		return m
+	}
+	addr, bits, hasLen := strings.Cut(arg, "/")
+	a, err := netip.ParseAddr(addr)
+	if err != nil || a.Zone() != "" || a.Is4In6() || v4Compatible(a) {
+		return m
+	}
+	if hasLen {
+		n, err := strconv.Atoi(bits)
+		if err != nil || bits != strconv.Itoa(n) || n < 0 || n > a.BitLen() {
+			return m
+		}
+		m.prefix = n
+	}
+	m.decidable, m.negated, m.dst, m.v6, m.addr = true, neg, flag == "-d", a.Is6(), addr
+	return m
+}
+
+// Decidable reports whether In can decide the match from a rule.
+func (m Match) Decidable() bool { return m.decidable }
+
+func (m Match) String() string { return m.text }
+
+// In reports whether rule r matches. It is only meaningful when the match
+// is Decidable.
+func (m Match) In(r *nftables.Rule) bool {
+	if !m.iptables {
+		return ContainsToken(Render(r), m.text)
+	}
+	if !m.decidable {
+		return false
+	}
+	field := "ip saddr"
+	if m.v6 {
+		field = "ip6 saddr"
+	}
+	if m.dst {
+		field = strings.Replace(field, "saddr", "daddr", 1)
+	}
+	for _, t := range terms(r) {
+		if t.comment != "" && ContainsToken(t.comment, m.text) {
+			return true
+		}
+		if t.field != field || (m.negated && !t.negated) {
+			continue
+		}
+		// iptables prints every address with its length ("-s
+		// 10.1.0.5/32"), and the network's bits only.
+		network, bits, hasLen := strings.Cut(t.network, "/")
+		if !hasLen {
+			bits = "32"
+			if m.v6 {
+				bits = "128"
+			}
+		}
+		if network == m.addr && (m.prefix < 0 || fmt.Sprint(m.prefix) == bits) {
+			return true
+		}
+	}
+	return false
+}
+
+// v4Compatible: an IPv6 address that inet_ntop, and so ip6tables, prints
+// with a dotted IPv4 tail ("::10.1.0.5") where Go prints hex groups.
+func v4Compatible(a netip.Addr) bool {
+	b := a.As16()
+	if !a.Is6() {
+		return false
+	}
+	for _, x := range b[:12] {
+		if x != 0 {
+			return false
+		}
+	}
+	return b[12] != 0 || b[13] != 0
+}
