@@ -368,7 +368,7 @@ add set ip %[1]s pods { type ipv4_addr; }`, table))
 }
 
 // iptablesChain creates a filter chain that the test removes.
-func iptablesChain(t *testing.T, name string) {
+func iptablesChain(t testing.TB, name string) {
 	t.Helper()
 	mustRun(t, "iptables", "-w", "5", "-N", name)
 	t.Cleanup(func() {
