@@ -165,14 +165,6 @@ add set ip t pods { type ipv4_addr; }`)
 		return ch
 	}
 	pods, ranges := subscribe("pods"), subscribe("ranges")
-	next := func(ch chan Wake) (Wake, bool) {
-		select {
-		case w := <-ch:
-			return w, true
-		case <-time.After(5 * time.Second):
-			return Wake{}, false
-		}
-	}
 
 	// Each step's wake is read in turn: a decoy that woke would be read in
 	// the place of a later step's wake, whose Shows differs. The first
@@ -195,11 +187,7 @@ add set ip t pods { type ipv4_addr; }`)
 		{"ranges: a range around the key, which only a probe can judge", "add element inet t ranges { 10.9.0.0/24 }", ranges, false},
 	} {
 		nft(step.script)
-		if w, ok := next(step.ch); !ok {
-			t.Errorf("%s: no wake", step.name)
-		} else if w.Shows != step.shows {
-			t.Errorf("%s: wake shows the key = %v, want %v (a decoy before it woke, or it was misread)", step.name, w.Shows, step.shows)
-		}
+		expectWake(t, step.name, step.ch, step.shows)
 	}
 	if len(pods) != 0 || len(ranges) != 0 {
 		t.Errorf("wakes left over: pods %d, ranges %d", len(pods), len(ranges))
@@ -235,14 +223,6 @@ func TestNFTRuleWakes(t *testing.T) {
 	}
 	addr := subscribe(unix.NFPROTO_IPV4, "filter", "PODS", nftrule.IPTables("-s 10.9.0.5/32"))
 	text := subscribe(unix.NFPROTO_INET, "t", "pods", nftrule.NFTText("ip saddr 10.9.0.5 accept"))
-	next := func(ch chan Wake) (Wake, bool) {
-		select {
-		case w := <-ch:
-			return w, true
-		case <-time.After(5 * time.Second):
-			return Wake{}, false
-		}
-	}
 	// Decoys, before any step: the first step of each listener proves that
 	// none of them woke it.
 	ipt("-A", "PODS", "-s", "10.9.0.6/32", "-j", "ACCEPT")  // another address
@@ -268,11 +248,7 @@ func TestNFTRuleWakes(t *testing.T) {
 		{"nft text: the rule the text names", func() { nftIn(t, netns, "add rule inet t pods ip saddr 10.9.0.5 accept") }, text, true},
 	} {
 		step.do()
-		if w, ok := next(step.ch); !ok {
-			t.Errorf("%s: no wake", step.name)
-		} else if w.Shows != step.shows {
-			t.Errorf("%s: wake shows the rule = %v, want %v (a decoy before it woke, or it was misread)", step.name, w.Shows, step.shows)
-		}
+		expectWake(t, step.name, step.ch, step.shows)
 	}
 	if len(addr) != 0 || len(text) != 0 {
 		t.Errorf("wakes left over: iptables %d, nft %d", len(addr), len(text))
@@ -283,11 +259,32 @@ func TestNFTRuleWakes(t *testing.T) {
 	other := subscribe(unix.NFPROTO_IPV4, "filter", "PODS", nftrule.IPTables("-m comment --comment web-0"))
 	ipt("-A", "OTHER", "-s", "10.9.0.7/32", "-j", "ACCEPT")
 	ipt("-A", "PODS", "-s", "10.9.0.8/32", "-j", "ACCEPT")
-	if w, ok := next(other); !ok || w.Shows {
+	if w, ok := nextWake(other); !ok || w.Shows {
 		t.Errorf("a match only iptables can judge: wake %v (%+v), want a wake that does not show", ok, w)
 	}
 	if len(other) != 0 {
 		t.Errorf("a match only iptables can judge woke for another chain's rule")
+	}
+}
+
+// nextWake returns ch's next wake, waiting up to 5 s.
+func nextWake(ch chan Wake) (Wake, bool) {
+	select {
+	case w := <-ch:
+		return w, true
+	case <-time.After(5 * time.Second):
+		return Wake{}, false
+	}
+}
+
+// expectWake: one step's wake arrived on ch and shows what it should. A
+// decoy that woke the listener before would be read in its place.
+func expectWake(t *testing.T, step string, ch chan Wake, shows bool) {
+	t.Helper()
+	if w, ok := nextWake(ch); !ok {
+		t.Errorf("%s: no wake", step)
+	} else if w.Shows != shows {
+		t.Errorf("%s: wake shows = %v, want %v (a decoy before it woke, or it was misread)", step, w.Shows, shows)
 	}
 }
 

@@ -82,6 +82,9 @@ rules:
 
 	without := scaleChurn(b, a, driver, names, states, "a", churn, false)
 
+	// The API server idle, before and after the sidecars start: what their
+	// watches alone hold, apart from the heap a churn grows.
+	idleWithout := sampleRSS(a.kapi.Process.Pid, 20*time.Second)
 	watchesBefore := podWatches(b, a)
 	startedAt := time.Now()
 	for i := range nodes {
@@ -89,6 +92,7 @@ rules:
 	}
 	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
 	watches := [2]int{watchesBefore, podWatches(b, a)}
+	idleWith := sampleRSS(a.kapi.Process.Pid, 20*time.Second)
 	with := scaleChurn(b, a, driver, names, states, "b", churn, true)
 
 	reqs, byPod := auditCounts(b, auditLog, with.window)
@@ -120,6 +124,8 @@ rules:
 	fmt.Printf("| kube-apiserver CPU during the churn, without / with sidecars | %.1f s / %.1f s (%.2fx) | | |\n", without.apiCPU, with.apiCPU, with.apiCPU/without.apiCPU)
 	fmt.Printf("| etcd CPU during the churn, without / with | %.1f s / %.1f s (%.2fx) | | |\n", without.etcdCPU, with.etcdCPU, with.etcdCPU/without.etcdCPU)
 	fmt.Printf("| kube-apiserver RSS, mean (max), without / with | %.0f (%.0f) MB / %.0f (%.0f) MB | | |\n", mean(without.apiRSS), slices.Max(without.apiRSS), mean(with.apiRSS), slices.Max(with.apiRSS))
+	fmt.Printf("| kube-apiserver RSS idle (mean of 20 s), without / with %d idle sidecars | %.0f MB / %.0f MB: %+.1f MB, %+.2f MB per sidecar | | |\n",
+		nodes, mean(idleWithout), mean(idleWith), mean(idleWith)-mean(idleWithout), (mean(idleWith)-mean(idleWithout))/float64(nodes))
 	fmt.Printf("| pod watch connections open at the API server, without / with | %d / %d | one per sidecar | %s |\n", watches[0], watches[1], metOrMissed(watches[1]-watches[0] == nodes))
 	fmt.Println("| kubelet's pod-status writes per pod start | not measured here: no kubelet runs in this benchmark (see docs/benchmarks.md) | | |")
 }
@@ -248,6 +254,15 @@ func scaleChurn(b *testing.B, a *apiServer, driver *kubernetes.Clientset, nodes,
 		b.Errorf("only %d of %d gated pods' conditions were seen", len(run.latency), run.gated)
 	}
 	return run
+}
+
+// sampleRSS samples a process's RSS (MB) every second for d.
+func sampleRSS(pid int, d time.Duration) []float64 {
+	var out []float64
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		out = append(out, vmRSS(pid))
+	}
+	return out
 }
 
 // cpuSeconds is the user and system CPU a process has used.

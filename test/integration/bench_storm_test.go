@@ -272,14 +272,9 @@ func listenNFTables(b *testing.B, l *listener) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	// Every object: google/nftables v0.3.0 delivers events on the
-	// generation message, which an object filter drops.
-	mon := nftables.NewMonitor()
-	events, err := c.AddMonitor(mon)
-	if err != nil {
-		b.Fatal(err)
-	}
-	b.Cleanup(func() { mon.Close() })
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	events := nftMonitor(ctx, b, c)
 	go func() {
 		for ev := range events {
 			switch data := ev.Data.(type) {

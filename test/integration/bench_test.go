@@ -28,9 +28,9 @@ import (
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
-	"github.com/netready/netready/pkg/nftrule"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nftrule"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -133,17 +133,7 @@ func startListener(ctx context.Context, b testing.TB, source string, a *testAgen
 			b.Fatal(err)
 		}
 		b.Cleanup(func() { probe.CloseLasting() })
-		// Every object: google/nftables v0.3.0 delivers events on the
-		// generation message, which an object filter drops.
-		mon := nftables.NewMonitor()
-		events, err := c.AddMonitor(mon)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			<-ctx.Done()
-			mon.Close()
-		}()
+		events := nftMonitor(ctx, b, c)
 		go func() {
 			for ev := range events {
 				elems, ok := ev.Data.([]nftables.SetElement)
@@ -173,15 +163,7 @@ func startListener(ctx context.Context, b testing.TB, source string, a *testAgen
 		if err != nil {
 			b.Fatal(err)
 		}
-		mon := nftables.NewMonitor()
-		events, err := c.AddMonitor(mon)
-		if err != nil {
-			b.Fatal(err)
-		}
-		go func() {
-			<-ctx.Done()
-			mon.Close()
-		}()
+		events := nftMonitor(ctx, b, c)
 		go func() {
 			for ev := range events {
 				r, ok := ev.Data.(*nftables.Rule)
@@ -216,6 +198,22 @@ func startListener(ctx context.Context, b testing.TB, source string, a *testAgen
 		return nil
 	}
 	return l
+}
+
+// nftMonitor streams every nftables event in the host netns until ctx
+// ends. Every object: google/nftables v0.3.0 delivers events on the
+// generation message, which an object filter drops.
+func nftMonitor(ctx context.Context, b testing.TB, c *nftables.Conn) <-chan *nftables.MonitorEvent {
+	mon := nftables.NewMonitor()
+	events, err := c.AddMonitor(mon)
+	if err != nil {
+		b.Fatal(err)
+	}
+	go func() {
+		<-ctx.Done()
+		mon.Close()
+	}()
+	return events
 }
 
 func (l *listener) note(at map[string]time.Time, key string) {
