@@ -10,24 +10,6 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// Where returns the table and chain that a rule notification's attributes
-// (the message after its nfgenmsg header) name, without decoding the rule.
-func Where(attrs []byte) (table, chain string, err error) {
-	ad, err := netlink.NewAttributeDecoder(attrs)
-	if err != nil {
-		return "", "", err
-	}
-	for ad.Next() {
-		switch ad.Type() {
-		case unix.NFTA_RULE_TABLE:
-			table = ad.String()
-		case unix.NFTA_RULE_CHAIN:
-			chain = ad.String()
-		}
-	}
-	return table, chain, ad.Err()
-}
-
 // Decode returns the rule that a rule notification's attributes carry, for
 // Render and Match. Expressions that terms does not read are kept as nil,
 // so that the walk knows the operand ended there.

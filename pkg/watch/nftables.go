@@ -120,32 +120,53 @@ func (tx *transaction) take(m netlink.Message, src Source) (Wake, bool) {
 		if src.Kind == NFTRule {
 			tx.rule(m, src.Rule)
 		}
+	case unix.NFT_MSG_NEWCHAIN:
+		// A chain renamed to the watched name (iptables -E) brings its
+		// rules without a rule message: probe.
+		if src.Kind == NFTRule && names(m, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, src.Rule) {
+			tx.touched = true
+		}
 	}
 	return Wake{}, false
+}
+
+// names reports whether a message of want's family names want's table and
+// chain in the attributes tableAttr and chainAttr; a message that cannot be
+// read may, so it does.
+func names(m netlink.Message, tableAttr, chainAttr uint16, want NFTRuleMatch) bool {
+	if len(m.Data) < 4 {
+		return true
+	}
+	if m.Data[0] != want.Family {
+		return false
+	}
+	ad, err := netlink.NewAttributeDecoder(m.Data[4:])
+	if err != nil {
+		return true
+	}
+	var table, chain string
+	for ad.Next() {
+		switch ad.Type() {
+		case tableAttr:
+			table = ad.String()
+		case chainAttr:
+			chain = ad.String()
+		}
+	}
+	return ad.Err() != nil || (table == want.Table && chain == want.Chain)
 }
 
 // rule notes a message that added or removed a rule. A matching rule added
 // holds; a rule of the chain removed after it may have been that rule, so
 // the wake no longer Shows, and the listener probes.
 func (tx *transaction) rule(m netlink.Message, want NFTRuleMatch) {
-	if len(m.Data) < 4 {
-		tx.touched = true
-		return
-	}
-	if m.Data[0] != want.Family {
-		return
-	}
-	table, chain, err := nftrule.Where(m.Data[4:])
 	switch {
-	case err != nil:
-		tx.touched = true
-		return
-	case table != want.Table || chain != want.Chain:
+	case !names(m, unix.NFTA_RULE_TABLE, unix.NFTA_RULE_CHAIN, want):
 		return
 	case m.Header.Type&0xff == unix.NFT_MSG_DELRULE:
 		tx.holds = false
 		return
-	case !want.Match.Decidable():
+	case !want.Match.Decidable() || len(m.Data) < 4:
 		tx.touched = true
 		return
 	}

@@ -254,6 +254,14 @@ func TestNFTRuleWakes(t *testing.T) {
 		t.Errorf("wakes left over: iptables %d, nft %d", len(addr), len(text))
 	}
 
+	// A chain renamed to the watched name brings its rules with no rule
+	// message: the listener probes.
+	renamed := subscribe(unix.NFPROTO_IPV4, "filter", "LATER", nftrule.IPTables("-s 10.9.0.5/32"))
+	ipt("-N", "EARLY")
+	ipt("-A", "EARLY", "-s", "10.9.0.5/32", "-j", "ACCEPT")
+	ipt("-E", "EARLY", "LATER")
+	expectWake(t, "a chain renamed to the watched name", renamed, false)
+
 	// A match that only iptables can judge wakes on any new rule of its
 	// chain, and never on another chain's.
 	other := subscribe(unix.NFPROTO_IPV4, "filter", "PODS", nftrule.IPTables("-m comment --comment web-0"))
