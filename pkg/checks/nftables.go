@@ -48,6 +48,7 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 		if err := expandAll(p, &c.table, &c.chain, &c.match); err != nil {
 			return nil, err
 		}
+		c.rule = nftrule.NFTText(c.match)
 		return c, nil
 	})
 }
@@ -207,6 +208,7 @@ type nftRuleCheck struct {
 	env                         *Env
 	family, table, chain, match string
 	fam                         nftables.TableFamily
+	rule                        nftrule.Match
 }
 
 func (c *nftRuleCheck) Kind() string { return config.KindNFTables }
@@ -215,11 +217,11 @@ func (c *nftRuleCheck) Target() string {
 }
 
 func (c *nftRuleCheck) Sources() []watch.Source {
-	return []watch.Source{ruleSource(c.fam, c.table, c.chain, nftrule.NFTText(c.match))}
+	return []watch.Source{ruleSource(c.fam, c.table, c.chain, c.rule)}
 }
 
 func (c *nftRuleCheck) Probe(context.Context) (bool, string, error) {
-	ok, why := c.env.chainHolds(c.fam, c.table, c.chain, nftrule.NFTText(c.match))
+	ok, why := c.env.chainHolds(c.fam, c.table, c.chain, c.rule)
 	return ok, why, nil
 }
 

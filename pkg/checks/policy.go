@@ -33,7 +33,8 @@ func buildPolicy(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]
 			if err := expandAll(p, &match); err != nil {
 				return nil, err
 			}
-			return &iptablesCheck{env: env, proto: iptablesFamily(p.IP, att), table: cc.Table, chain: cc.Chain, match: match}, nil
+			return &iptablesCheck{env: env, proto: iptablesFamily(p.IP, att), table: cc.Table, chain: cc.Chain, match: match,
+				rule: nftrule.IPTables(match)}, nil
 		})
 	case config.KindNFTables:
 		return buildNFTables(cc, att, env)
@@ -113,6 +114,8 @@ type iptablesCheck struct {
 	env                 *Env
 	proto               iptables.Protocol
 	table, chain, match string
+	// rule is match as iptables-nft's rules are read through netlink.
+	rule nftrule.Match
 }
 
 func (c *iptablesCheck) Kind() string { return config.KindIPTables }
@@ -131,7 +134,7 @@ func (c *iptablesCheck) Target() string {
 // polled.
 func (c *iptablesCheck) Sources() []watch.Source {
 	if c.env.iptablesIsNFT() {
-		return []watch.Source{ruleSource(c.nftFamily(), c.table, c.chain, nftrule.IPTables(c.match))}
+		return []watch.Source{ruleSource(c.nftFamily(), c.table, c.chain, c.rule)}
 	}
 	return nil
 }
@@ -148,8 +151,8 @@ func (c *iptablesCheck) nftFamily() nftables.TableFamily {
 // chain's rules are read through nftables netlink; any other match, or
 // legacy iptables, runs iptables.
 func (c *iptablesCheck) Probe(ctx context.Context) (bool, string, error) {
-	if m := nftrule.IPTables(c.match); m.Decidable() && c.env.iptablesIsNFT() {
-		ok, why := c.env.chainHolds(c.nftFamily(), c.table, c.chain, m)
+	if c.rule.Decidable() && c.env.iptablesIsNFT() {
+		ok, why := c.env.chainHolds(c.nftFamily(), c.table, c.chain, c.rule)
 		return ok, why, nil
 	}
 	ipt, err := c.env.IPTables(ctx, c.proto)

@@ -1,7 +1,6 @@
 package nftrule
 
 import (
-	"fmt"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -16,10 +15,13 @@ type Match struct {
 	// iptables: text is an iptables rule fragment, as `iptables -S` prints
 	// rules. decidable: it is an address form read from the expressions.
 	iptables, decidable bool
-	// The address form: "[! ]-s|-d ADDR[/LEN]".
-	negated, dst, v6 bool
-	addr             string // as written
-	prefix           int    // -1: any length, as "-s ADDR" matches "-s ADDR/LEN"
+	// The address form "[! ]-s|-d ADDR[/LEN]": the term's field ("ip
+	// saddr", "ip6 daddr", ...), the address as written, and the length
+	// as written ("" matches any, as "-s ADDR" matches "-s ADDR/LEN");
+	// fullLen is what iptables prints for a host address, "32" or "128".
+	negated             bool
+	field, addr, prefix string
+	fullLen             string
 }
 
 // NFTText matches rules whose Render contains text at token boundaries.
@@ -32,7 +34,7 @@ func NFTText(text string) Match { return Match{text: text, decidable: true} }
 // Decided on the expressions, the form matches where `iptables -S` text
 // would: the rule's address comparison, or a comment holding the form.
 func IPTables(text string) Match {
-	m := Match{text: text, iptables: true, prefix: -1}
+	m := Match{text: text, iptables: true}
 	rest, neg := strings.CutPrefix(text, "! ")
 	flag, arg, ok := strings.Cut(rest, " ")
 	if !ok || (flag != "-s" && flag != "-d") {
@@ -48,16 +50,21 @@ func IPTables(text string) Match {
 		if err != nil || bits != strconv.Itoa(n) || n < 0 || n > a.BitLen() {
 			return m
 		}
-		m.prefix = n
+		m.prefix = bits
 	}
-	m.decidable, m.negated, m.dst, m.v6, m.addr = true, neg, flag == "-d", a.Is6(), addr
+	m.field, m.fullLen = "ip saddr", "32"
+	if a.Is6() {
+		m.field, m.fullLen = "ip6 saddr", "128"
+	}
+	if flag == "-d" {
+		m.field = strings.Replace(m.field, "saddr", "daddr", 1)
+	}
+	m.decidable, m.negated, m.addr = true, neg, addr
 	return m
 }
 
 // Decidable reports whether In can decide the match from a rule.
 func (m Match) Decidable() bool { return m.decidable }
-
-func (m Match) String() string { return m.text }
 
 // In reports whether rule r matches. It is only meaningful when the match
 // is Decidable.
@@ -68,30 +75,20 @@ func (m Match) In(r *nftables.Rule) bool {
 	if !m.decidable {
 		return false
 	}
-	field := "ip saddr"
-	if m.v6 {
-		field = "ip6 saddr"
-	}
-	if m.dst {
-		field = strings.Replace(field, "saddr", "daddr", 1)
-	}
 	for _, t := range terms(r) {
 		if t.comment != "" && ContainsToken(t.comment, m.text) {
 			return true
 		}
-		if t.field != field || (m.negated && !t.negated) {
+		if t.field != m.field || (m.negated && !t.negated) {
 			continue
 		}
 		// iptables prints every address with its length ("-s
 		// 10.1.0.5/32"), and the network's bits only.
 		network, bits, hasLen := strings.Cut(t.network, "/")
 		if !hasLen {
-			bits = "32"
-			if m.v6 {
-				bits = "128"
-			}
+			bits = m.fullLen
 		}
-		if network == m.addr && (m.prefix < 0 || fmt.Sprint(m.prefix) == bits) {
+		if network == m.addr && (m.prefix == "" || m.prefix == bits) {
 			return true
 		}
 	}
@@ -101,10 +98,10 @@ func (m Match) In(r *nftables.Rule) bool {
 // v4Compatible: an IPv6 address that inet_ntop, and so ip6tables, prints
 // with a dotted IPv4 tail ("::10.1.0.5") where Go prints hex groups.
 func v4Compatible(a netip.Addr) bool {
-	b := a.As16()
 	if !a.Is6() {
 		return false
 	}
+	b := a.As16()
 	for _, x := range b[:12] {
 		if x != 0 {
 			return false

@@ -11,8 +11,9 @@ import (
 )
 
 // FuzzTransaction: any message the kernel could send, however malformed,
-// set element or rule, is read without a panic, and a transaction's end wakes an NFTables
-// listener whatever came before it.
+// set element, rule or chain, is read without a panic; a transaction's end
+// wakes exactly when something in it may have added what the listener
+// waits for, Shows only what it holds, and resets the transaction.
 func FuzzTransaction(f *testing.F) {
 	elem, _ := netlink.MarshalAttributes([]netlink.Attribute{
 		{Type: unix.NFTA_SET_ELEM_KEY | unix.NLA_F_NESTED, Data: mustMarshal(netlink.Attribute{Type: unix.NFTA_DATA_VALUE, Data: []byte{10, 9, 0, 5}})},
@@ -59,15 +60,23 @@ func FuzzTransaction(f *testing.F) {
 		if added {
 			ruleKind = unix.NFT_MSG_NEWRULE
 		}
-		var tx transaction
-		tx.take(nftMessage(kind, data), src)
-		tx.take(nftMessage(ruleKind, data), ruleSrc)
-		tx.take(nftMessage(kind, data), Source{Kind: NFTables})
-		if _, ok := tx.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), Source{Kind: NFTables}); !ok {
-			t.Error("a new generation did not wake an NFTables listener")
-		}
-		if tx != (transaction{}) {
-			t.Errorf("transaction not reset after its end: %+v", tx)
+		for _, s := range []struct {
+			src  Source
+			kind uint16
+		}{{src, kind}, {ruleSrc, ruleKind}, {ruleSrc, unix.NFT_MSG_NEWCHAIN}} {
+			var tx transaction
+			tx.take(nftMessage(s.kind, data), s.src)
+			touched, holds := tx.touched, tx.holds
+			if holds && !touched {
+				t.Errorf("%s: holds without a wake: %+v", s.src.Kind, tx)
+			}
+			w, ok := tx.take(nftMessage(unix.NFT_MSG_NEWGEN, nil), s.src)
+			if ok != touched || (ok && w.Shows != holds) {
+				t.Errorf("%s: the transaction's end woke %v (shows %v), want %v (shows %v)", s.src.Kind, ok, w.Shows, touched, holds)
+			}
+			if tx != (transaction{}) {
+				t.Errorf("%s: transaction not reset after its end: %+v", s.src.Kind, tx)
+			}
 		}
 	})
 }

@@ -40,7 +40,7 @@ const (
 // raw: google/nftables' monitor decodes every object and drops the table
 // and set names of element events, which NFTSet needs.
 //
-// For NFTables, every transaction wakes (the kernel ends each with a
+// A wake comes at the end of a transaction (the kernel ends each with a
 // new-generation message). For NFTSet, only a transaction that changed the
 // set in a way that may have added the key wakes, and the wake Shows when
 // the transaction committed the key itself: elements of other sets, and
@@ -109,7 +109,7 @@ func (tx *transaction) take(m netlink.Message, src Source) (Wake, bool) {
 	}
 	switch m.Header.Type & 0xff {
 	case unix.NFT_MSG_NEWGEN:
-		w, ok := Wake{Shows: tx.holds}, src.Kind == NFTables || tx.touched
+		w, ok := Wake{Shows: tx.holds}, tx.touched
 		*tx = transaction{}
 		return w, ok
 	case unix.NFT_MSG_NEWSETELEM, unix.NFT_MSG_DELSETELEM:

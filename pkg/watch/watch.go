@@ -30,8 +30,6 @@ const (
 	Neighs
 	// Dir is inotify on a folder (Path).
 	Dir
-	// NFTables is nftables netlink notifications in a netns.
-	NFTables
 	// OVSDB is a monitor of Open_vSwitch's Interface table on the OVSDB
 	// server whose unix socket is Path.
 	OVSDB
@@ -44,7 +42,7 @@ const (
 )
 
 func (k Kind) String() string {
-	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "nftables", "OVSDB Interface table", "nftables elements", "nftables rules"}[k]
+	return [...]string{"links", "addresses", "routes", "neighbours", "folder", "OVSDB Interface table", "nftables elements", "nftables rules"}[k]
 }
 
 // Source names one event stream. NetNS "" is the caller's own netns.
@@ -222,7 +220,7 @@ func openStream(ctx context.Context, src Source) (<-chan Wake, error) {
 	switch src.Kind {
 	case Dir:
 		return openDir(ctx, src.Path)
-	case NFTables, NFTSet, NFTRule:
+	case NFTSet, NFTRule:
 		return openNFTables(ctx, src)
 	case OVSDB:
 		updates, err := ovsdb.Monitor(ctx, src.Path, "Open_vSwitch", "Interface", []string{"external_ids"})

@@ -26,7 +26,6 @@ import (
 	"github.com/google/nftables/expr"
 
 	"github.com/netready/netready/pkg/marker"
-	"github.com/netready/netready/pkg/nftrule"
 )
 
 // stormPods: a node's default maxPods, all starting at once (a boot, or a
@@ -153,7 +152,9 @@ func stormKinds(b *testing.B) []*stormKind {
 	iptRules := &nftables.Chain{Name: iptChain, Table: filter}
 
 	heard := &listener{seen: map[string]time.Time{}}
-	listenNFTables(b, heard)
+	ctx, cancel := context.WithCancel(context.Background())
+	b.Cleanup(cancel)
+	listenNFTables(ctx, b, heard)
 	dir := b.TempDir()
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -263,34 +264,6 @@ func stormKinds(b *testing.B) []*stormKind {
 			},
 		},
 	}
-}
-
-// listenNFTables notes, in l.seen by IP, each set element and each rule
-// (by the address it compares) that nftables notifications announce.
-func listenNFTables(b *testing.B, l *listener) {
-	c, err := nftables.New()
-	if err != nil {
-		b.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	b.Cleanup(cancel)
-	events := nftMonitor(ctx, b, c)
-	go func() {
-		for ev := range events {
-			switch data := ev.Data.(type) {
-			case []nftables.SetElement:
-				if ev.Type == nftables.MonitorEventTypeNewSetElem {
-					for _, e := range data {
-						l.note(l.seen, net.IP(e.Key).String())
-					}
-				}
-			case *nftables.Rule:
-				if f := strings.Fields(nftrule.Render(data)); ev.Type == nftables.MonitorEventTypeNewRule && len(f) > 2 && f[1] == "saddr" {
-					l.note(l.seen, f[2])
-				}
-			}
-		}
-	}()
 }
 
 // kubeProxyRuleset adds chains×rules iptables rules to the filter table in

@@ -44,7 +44,6 @@ const (
 // adds a pod's IP fpDelay after host-local allocates it, removing it when
 // the address is released.
 type strictAgent struct {
-	t        *testing.T
 	dir      string // host-local's data folder of the network
 	stateDir string // netready's stateDir
 	mu       sync.Mutex
@@ -58,6 +57,9 @@ type strictAgent struct {
 	leases []lease
 	// stopped: the test is over; timers still pending do nothing.
 	stopped atomic.Bool
+	// failures: nft calls that failed, for the test to report; a timer
+	// may fire after the test, when its *testing.T must not be used.
+	failures []string
 }
 
 // lease is one allocation of an IP as the agent saw it, and the readyAt of
@@ -82,7 +84,7 @@ func startStrictAgent(t *testing.T, ipamDir, stateDir string, port int) *strictA
 		t.Fatalf("nft: %v\n%s", err, out)
 	}
 	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", "nrfp").Run() })
-	a := &strictAgent{t: t, dir: ipamDir, stateDir: stateDir, added: map[string]time.Time{}, pending: map[string]bool{}}
+	a := &strictAgent{dir: ipamDir, stateDir: stateDir, added: map[string]time.Time{}, pending: map[string]bool{}}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	t.Cleanup(func() { a.stopped.Store(true); cancel(); <-done })
@@ -131,10 +133,11 @@ func (a *strictAgent) allow(ip string) {
 		return
 	}
 	began := time.Now()
-	if out, err := exec.Command("nft", "add", "element", "inet", "nrfp", "allowed4", "{", ip, "}").CombinedOutput(); err != nil {
-		a.t.Errorf("nft add element %s: %v %s", ip, err, out)
-	}
+	out, err := exec.Command("nft", "add", "element", "inet", "nrfp", "allowed4", "{", ip, "}").CombinedOutput()
 	a.mu.Lock()
+	if err != nil {
+		a.failures = append(a.failures, fmt.Sprintf("nft add element %s: %v %s", ip, err, out))
+	}
 	a.added[ip] = began
 	delete(a.pending, ip)
 	for i := len(a.leases) - 1; i >= 0; i-- {
@@ -176,6 +179,20 @@ func (a *strictAgent) leaseAt(ip string, at time.Time) (lease, bool) {
 		}
 	}
 	return lease{}, false
+}
+
+// reportFailures fails t for each nft call that failed since the last
+// report.
+func (a *strictAgent) reportFailures(t *testing.T) {
+	a.mu.Lock()
+	f := a.failures
+	a.failures = nil
+	a.mu.Unlock()
+	for _, msg := range f {
+		// On stdout too: CI's summary keeps the test's own prints.
+		fmt.Println("first packet, the stand-in agent: " + msg)
+		t.Error("the stand-in agent: " + msg)
+	}
 }
 
 func (a *strictAgent) addedAt(ip string) (time.Time, bool) {
@@ -268,6 +285,7 @@ func (n *k8sNode) runClients(agent *strictAgent, prefix string, count, port int)
 		results = append(results, r)
 	}
 	n.clearPods(context.Background())
+	agent.reportFailures(n.t)
 	return results
 }
 
@@ -481,6 +499,7 @@ func TestFirstPacket(t *testing.T) {
 		}
 		cancel()
 		n.clearPods(context.Background())
+		agent.reportFailures(t)
 	})
 	n.t = t
 	// The counts are the test's result: printed, so that CI shows them.
