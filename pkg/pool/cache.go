@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"time"
@@ -12,12 +13,6 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 )
-
-// settle is how long the allocation folder must have been unchanged before
-// a count of it is kept. A file added later changes the folder's mtime to a
-// later time, even on a file system whose clock ticks coarsely; only a
-// clock stepped back by more than this could hide a change.
-const settle = time.Second
 
 // countCache is a count of one folder, valid while the folder's identity
 // and mtime are the same and the ranges counted are.
@@ -31,16 +26,23 @@ type countCache struct {
 
 // CountCached is Count, reusing the count kept in cachePath while host-local
 // has added and removed nothing since. STATUS runs every few seconds, and a
-// pool of 65,000 addresses costs a folder read of tens of milliseconds. A
-// cache that cannot be read or written only costs a count.
-func (s *Spec) CountCached(cachePath string, now time.Time) ([]Range, error) {
+// pool of 65,000 addresses costs a folder read of tens of milliseconds; the
+// sidecar's pool watch counts on every change, so that STATUS finds the
+// count kept. start is when the caller began, taken before this call.
+//
+// keepAt is zero when the count returned is kept (or came from the cache).
+// Otherwise the folder changed too recently to keep a count of it, and a
+// count started at keepAt could be kept. A cache that cannot be read or
+// written only costs a count.
+func (s *Spec) CountCached(cachePath string, start time.Time) (ranges []Range, keepAt time.Time, err error) {
 	var st unix.Stat_t
-	err := unix.Stat(s.Dir, &st)
+	err = unix.Stat(s.Dir, &st)
 	if errors.Is(err, unix.ENOENT) {
-		return s.Count() // nothing allocated yet
+		ranges, err = s.Count() // nothing allocated yet
+		return ranges, time.Time{}, err
 	}
 	if err != nil {
-		return nil, fmt.Errorf("status ipam: %s: %w", s.Dir, err)
+		return nil, time.Time{}, fmt.Errorf("status ipam: %s: %w", s.Dir, err)
 	}
 	want := countCache{Ranges: s.key(), Dev: uint64(st.Dev), Ino: st.Ino, MtimeNs: st.Mtim.Nano()}
 	if c, ok := readCache(cachePath); ok && c.matches(want) && len(c.Used) == len(s.ranges) {
@@ -48,31 +50,63 @@ func (s *Spec) CountCached(cachePath string, now time.Time) ([]Range, error) {
 		for i := range out {
 			out[i].Used = c.Used[i]
 		}
-		return out, nil
+		return out, time.Time{}, nil
 	}
 	out, err := s.Count()
 	if err != nil {
-		return nil, err
+		return nil, time.Time{}, err
 	}
-	if now.Sub(time.Unix(0, want.MtimeNs)) > settle {
-		for _, r := range out {
-			want.Used = append(want.Used, r.Used)
-		}
-		if data, err := json.Marshal(want); err == nil && os.MkdirAll(filepath.Dir(cachePath), 0o755) == nil {
-			atomicfile.Write(cachePath, data, 0o644) // best effort
-			removeStaleTemps(cachePath, now)
-		}
+	mtime := time.Unix(0, want.MtimeNs)
+	if at := keepableFrom(mtime); start.Before(at) {
+		return out, at, nil
 	}
-	return out, nil
+	for _, r := range out {
+		want.Used = append(want.Used, r.Used)
+	}
+	// The network's folder, never the state folder above it: a sidecar
+	// whose mount differs from the entry's stateDir keeps nothing.
+	if err := os.Mkdir(filepath.Dir(cachePath), 0o755); err != nil && !errors.Is(err, fs.ErrExist) {
+		return out, time.Time{}, nil
+	}
+	if data, err := json.Marshal(want); err == nil {
+		atomicfile.Write(cachePath, data, 0o644) // best effort
+		removeStaleTemps(cachePath, start)
+	}
+	return out, time.Time{}, nil
 }
 
-// staleTemp is how old a temp file of the cache must be before a STATUS
-// removes it: older than any STATUS can run.
+// keepableFrom is the earliest start of a count that may be kept for a
+// folder stamped mtime: one after which any change must stamp another
+// mtime. The kernel stamps with its coarse clock, up to a tick behind the
+// clock the caller reads, so two ticks must have passed. A file system
+// that keeps whole seconds (or FAT's two) shows no sub-millisecond digits;
+// a count is kept there only 2 s after the change.
+func keepableFrom(mtime time.Time) time.Time {
+	if mtime.Nanosecond()%int(time.Millisecond) == 0 {
+		return mtime.Add(2 * time.Second)
+	}
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &res); err != nil || res.Nano() <= 0 || res.Nano() > int64(time.Second) {
+		return mtime.Add(2 * time.Second)
+	}
+	return mtime.Add(2 * time.Duration(res.Nano()))
+}
+
+// CachePath is where a network's pool count is kept: in the network's
+// marker folder, under a name that is never a marker's, so that marker GC
+// removes the temp file of a writer killed while writing it.
+func CachePath(stateDir, network string) string {
+	return filepath.Join(stateDir, network, ".pool")
+}
+
+// staleTemp is how old a temp file of the cache must be before a count
+// removes it: older than any write of it can take.
 const staleTemp = time.Minute
 
-// removeStaleTemps removes the temp files that a STATUS killed while
-// writing the cache left. Marker GC would too, but containerd never calls
-// GC. A fresh one may be another STATUS's write in progress.
+// removeStaleTemps removes the temp files that a writer of the cache
+// (STATUS or the sidecar) left when killed while writing. Marker GC would
+// too, but containerd never calls GC. A fresh one may be another write in
+// progress.
 func removeStaleTemps(cachePath string, now time.Time) {
 	dir, name := filepath.Split(cachePath)
 	entries, _ := os.ReadDir(dir)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/atomicfile"
 )
@@ -65,8 +66,11 @@ func TestCountCached(t *testing.T) {
 		}, 1, []int64{1}},
 	}
 	for _, st := range steps {
+		// A count that began as the folder changed, however slow this
+		// machine: an mtime backdated by age is long before it.
+		start := time.Now()
 		st.do()
-		got, err := spec.CountCached(cache, time.Now())
+		got, _, err := spec.CountCached(cache, start)
 		if err != nil {
 			t.Fatalf("%s: %v", st.name, err)
 		}
@@ -88,7 +92,7 @@ func TestCountCached(t *testing.T) {
 	c.Used = []int64{7}
 	b, _ := json.Marshal(c)
 	os.WriteFile(cache, b, 0o644)
-	got, err := other.CountCached(cache, time.Now())
+	got, _, err := other.CountCached(cache, time.Now())
 	if err != nil || got[0].Used != 1 || got[0].Usable.Int64() != 5 {
 		t.Errorf("other ranges: %+v, %v; want 1 of 5 used", got, err)
 	}
@@ -122,7 +126,7 @@ func TestCountCachedRemovesStaleTemps(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := spec.CountCached(cache, time.Now()); err != nil {
+	if _, _, err := spec.CountCached(cache, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	entries, _ := os.ReadDir(filepath.Dir(cache))
@@ -153,7 +157,7 @@ func TestCountCachedConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := spec.CountCached(cache, time.Now())
+			got, _, err := spec.CountCached(cache, time.Now())
 			if err != nil || got[0].Used != 3 {
 				t.Errorf("CountCached = %+v, %v; want 3 used", got, err)
 			}
@@ -170,5 +174,30 @@ func TestCountCachedConcurrent(t *testing.T) {
 			names = append(names, e.Name())
 		}
 		t.Errorf("state folder holds %v, want only .pool", names)
+	}
+}
+
+// TestKeepableFrom: a count may be kept two coarse clock ticks after the
+// folder's mtime, or two seconds after it when the mtime has no
+// sub-millisecond digits (a file system that keeps whole seconds).
+func TestKeepableFrom(t *testing.T) {
+	var res unix.Timespec
+	if err := unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &res); err != nil {
+		t.Fatal(err)
+	}
+	tick := time.Duration(res.Nano())
+	fine := time.Unix(1700000000, 123456789)
+	for _, tc := range []struct {
+		name  string
+		mtime time.Time
+		want  time.Duration
+	}{
+		{"nanosecond stamps: two ticks", fine, 2 * tick},
+		{"whole seconds: two seconds", time.Unix(1700000000, 0), 2 * time.Second},
+		{"whole milliseconds: two seconds", time.Unix(1700000000, 5_000_000), 2 * time.Second},
+	} {
+		if got := keepableFrom(tc.mtime).Sub(tc.mtime); got != tc.want {
+			t.Errorf("%s: keepable %s after the mtime, want %s", tc.name, got, tc.want)
+		}
 	}
 }

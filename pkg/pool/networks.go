@@ -20,6 +20,9 @@ type Network struct {
 	// File is the config file the entry was read from: the network's
 	// config file, or a file in its plugin folder.
 	File string
+	// StateDir is the entry's stateDir, where STATUS looks for a kept
+	// count of the pool (CachePath).
+	StateDir string
 }
 
 // Networks reads every CNI config file in confDir, in the runtime's order,
@@ -97,5 +100,5 @@ func networkOf(f *conflist.File) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file}, nil
+	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file, StateDir: conf.StateDir}, nil
 }

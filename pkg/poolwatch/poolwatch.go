@@ -2,7 +2,8 @@
 // it counts host-local's pools of the networks whose netready entry asks
 // for it, taints the Node NoSchedule while one is short, keeps the
 // NetworkPoolExhausted condition and the pool metrics saying why, and
-// records a Node Event when the taint goes on and comes off.
+// records a Node Event when the taint goes on and comes off. For pools
+// that STATUS counts instead, it keeps STATUS's count fresh.
 package poolwatch
 
 import (
@@ -80,6 +81,9 @@ type Watcher struct {
 	// applied is what the node showed after the last read or write.
 	applied *bool
 	noted   string
+	// keepAt is when a pool that changed too recently for its count to be
+	// kept for STATUS can be counted again and kept; zero when none.
+	keepAt time.Time
 }
 
 // goneNetwork is a network whose entry left the config folder at since.
@@ -199,9 +203,12 @@ func (w *Watcher) watch(ctx context.Context) error {
 		} else {
 			retry, backoff = nil, time.Second
 		}
-		var expire <-chan time.Time
+		var expire, keep <-chan time.Time
 		if at, ok := w.nextExpiry(); ok {
 			expire = time.After(time.Until(at))
+		}
+		if !w.keepAt.IsZero() {
+			keep = time.After(time.Until(w.keepAt))
 		}
 		select {
 		case <-ctx.Done():
@@ -209,6 +216,8 @@ func (w *Watcher) watch(ctx context.Context) error {
 		case err := <-failed:
 			return err
 		case <-wake:
+			full = false
+		case <-keep:
 			full = false
 		case <-retry:
 			full = true
@@ -325,8 +334,12 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 	w.addWatches(fsw, nets)
 	j := judgement{unsure: w.netsUnsure, reloaded: reloaded}
 	series := map[[2]string]bool{}
+	w.keepAt = time.Time{}
 	for _, n := range nets {
-		rs, err := count(n)
+		rs, keepAt, err := count(n, time.Now())
+		if !keepAt.IsZero() && (w.keepAt.IsZero() || keepAt.Before(w.keepAt)) {
+			w.keepAt = keepAt
+		}
 		if err != nil {
 			j.unsure = true
 			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
@@ -392,11 +405,20 @@ func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
 // count counts one network's pool. A missing allocation folder is an empty
 // pool (host-local makes it at the network's first ADD), but a missing
 // dataDir above it is a folder this container does not see: not mounted.
-func count(n pool.Network) ([]pool.Range, error) {
+//
+// A pool that STATUS counts (poolAction "notready") is counted through
+// STATUS's kept count, and the count is kept there: STATUS then reads one
+// small file instead of the whole folder after each change. keepAt is when
+// a pool that changed too recently to keep a count can be counted again.
+func count(n pool.Network, start time.Time) (rs []pool.Range, keepAt time.Time, err error) {
 	if _, err := os.Stat(filepath.Dir(n.Dir)); errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("host-local's dataDir %s does not exist here: mount it into the sidecar at the same path", filepath.Dir(n.Dir))
+		return nil, time.Time{}, fmt.Errorf("host-local's dataDir %s does not exist here: mount it into the sidecar at the same path", filepath.Dir(n.Dir))
 	}
-	return n.Count()
+	if n.Action != config.PoolNotReady {
+		rs, err = n.Count()
+		return rs, time.Time{}, err
+	}
+	return n.CountCached(pool.CachePath(n.StateDir, n.Network), start)
 }
 
 // loadNetworks reads the config folder. A folder that cannot be read says

@@ -2,6 +2,7 @@ package poolwatch
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"log/slog"
@@ -26,6 +27,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/pkg/taint"
 )
 
@@ -146,5 +148,65 @@ func TestUninstallLiftsTaintAndCondition(t *testing.T) {
 	}
 	if why := h.UnreadyReason(); why != "" {
 		t.Errorf("/readyz still waits: %s", why)
+	}
+}
+
+// TestPoolWatchKeepsStatusCount: for a pool that STATUS counts
+// (poolAction "notready"), each count after a change is kept where STATUS
+// looks first, once the change is a few clock ticks old, with no other
+// event to wake the watch. A pool the sidecar taints for, and an entry
+// whose stateDir this container does not have, keep nothing.
+func TestPoolWatchKeepsStatusCount(t *testing.T) {
+	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
+	confDir, data, state := t.TempDir(), t.TempDir(), t.TempDir()
+	missing := filepath.Join(t.TempDir(), "not-mounted")
+	for _, n := range []struct{ name, subnet, status string }{
+		{"edge", "10.77.0.0/28", fmt.Sprintf(`{"ipam":"auto","poolAction":"notready"},"stateDir":%q`, state)},
+		{"tainted", "10.78.0.0/28", fmt.Sprintf(`{"ipam":"auto","poolAction":"taint"},"stateDir":%q`, state)},
+		{"elsewhere", "10.79.0.0/28", fmt.Sprintf(`{"ipam":"auto","poolAction":"notready"},"stateDir":%q`, missing)},
+	} {
+		ipam := fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":%q}]],"dataDir":%q}`, n.subnet, data)
+		conf := fmt.Sprintf(`{"cniVersion":"1.1.0","name":%q,"plugins":[{"type":"bridge","ipam":%s},{"type":"netready","status":%s}]}`, n.name, ipam, n.status)
+		if err := os.WriteFile(filepath.Join(confDir, "10-"+n.name+".conflist"), []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		os.MkdirAll(filepath.Join(data, n.name), 0o755)
+	}
+	o := Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}
+	w := New(o, kubeapitest.Fake{C: client}, nil, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); w.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+
+	kept := func(network string) (used []int64, mtimeNs int64) {
+		var c struct {
+			MtimeNs int64   `json:"mtimeNs"`
+			Used    []int64 `json:"used"`
+		}
+		b, err := os.ReadFile(pool.CachePath(state, network))
+		if err != nil || json.Unmarshal(b, &c) != nil {
+			return nil, 0
+		}
+		return c.Used, c.MtimeNs
+	}
+	for i, ips := range [][]string{{"10.77.0.2"}, {"10.77.0.3", "10.77.0.4"}} {
+		for _, ip := range ips {
+			os.WriteFile(filepath.Join(data, "edge", ip), nil, 0o644)
+			os.WriteFile(filepath.Join(data, "tainted", strings.Replace(ip, ".77.", ".78.", 1)), nil, 0o644)
+			os.WriteFile(filepath.Join(data, "elsewhere", strings.Replace(ip, ".77.", ".79.", 1)), nil, 0o644)
+		}
+		want := []int64{int64(map[int]int{0: 1, 1: 3}[i])}
+		waitUntil(t, fmt.Sprintf("the count %v kept for the folder as it is now", want), func() bool {
+			var st syscall.Stat_t
+			used, mtime := kept("edge")
+			return syscall.Stat(filepath.Join(data, "edge"), &st) == nil && mtime == st.Mtim.Nano() && cmp.Equal(used, want)
+		})
+	}
+	if _, err := os.Stat(pool.CachePath(state, "tainted")); err == nil {
+		t.Errorf("a count was kept for a pool with poolAction taint, which STATUS never counts")
+	}
+	if _, err := os.Stat(missing); err == nil {
+		t.Errorf("the watch made %s, an entry's stateDir that this container does not have", missing)
 	}
 }

@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"time"
@@ -104,7 +103,8 @@ func stateDirUsable(dir string) error {
 
 // checkPool fails when any range set (a pod needs one IP from each) has
 // fewer than minFree addresses left. The count is kept in stateDir between
-// calls, for as long as the pool does not change.
+// calls, for as long as the pool does not change; the sidecar's pool watch
+// keeps it there too, after each change.
 func checkPool(network, stateDir string, sc *config.StatusConf) error {
 	ipam, err := pool.Resolve(network, sc)
 	if err != nil {
@@ -114,18 +114,11 @@ func checkPool(network, stateDir string, sc *config.StatusConf) error {
 	if err != nil {
 		return err
 	}
-	ranges, err := spec.CountCached(PoolCachePath(stateDir, network), time.Now())
+	ranges, _, err := spec.CountCached(pool.CachePath(stateDir, network), time.Now())
 	if err != nil {
 		return err
 	}
 	return pool.Shortfall(ranges, *sc.MinFree)
-}
-
-// PoolCachePath is where STATUS keeps a network's pool count: in the
-// network's marker folder, under a name that is never a marker's, so that
-// marker GC removes the temp file of a STATUS killed while writing it.
-func PoolCachePath(stateDir, network string) string {
-	return filepath.Join(stateDir, network, ".pool")
 }
 
 // checkAgent: an http agent answers 2xx; a file agent's file exists and,

@@ -43,6 +43,7 @@ type scaleRun struct {
 // as DEL does) 30 s later. The same churn runs first without sidecars.
 // Requests are attributed to the sidecars by the API server's audit log
 // (their user); watch connections come from its /metrics; CPU from /proc.
+// Last, a real kubelet node shows what kubelet itself writes per pod start.
 // NETREADY_SCALE_NODES and NETREADY_SCALE_CHURN shorten it.
 func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 	nodes := 100
@@ -127,7 +128,50 @@ rules:
 	fmt.Printf("| kube-apiserver RSS idle (mean of 20 s), without / with %d idle sidecars | %.0f MB / %.0f MB: %+.1f MB, %+.2f MB per sidecar | | |\n",
 		nodes, mean(idleWithout), mean(idleWith), mean(idleWith)-mean(idleWithout), (mean(idleWith)-mean(idleWithout))/float64(nodes))
 	fmt.Printf("| pod watch connections open at the API server, without / with | %d / %d | one per sidecar | %s |\n", watches[0], watches[1], metOrMissed(watches[1]-watches[0] == nodes))
-	fmt.Println("| kubelet's pod-status writes per pod start | not measured here: no kubelet runs in this benchmark (see docs/benchmarks.md) | | |")
+	fmt.Printf("| kubelet's pods/status writes per pod start, on a real kubelet node after the churn (pause pods, created to Ready; their deletion apart) | %s | | |\n", kubeletStatusWrites(b))
+}
+
+// kubeletStatusWrites brings up a real node (its own API server, so that
+// the churn's figures above stay apart), starts pause pods on it in
+// batches the node's /28 pool holds, and counts the pods/status writes
+// the API server took from creation to Ready, and then for deletion. Only
+// kubelet writes pods/status there: the scheduler binds through
+// pods/binding.
+func kubeletStatusWrites(b *testing.B) string {
+	const batches, perBatch = 3, 10
+	n := startNode(b)
+	ctx := context.Background()
+	var started, deleted int
+	for batch := range batches {
+		before := n.podStatusWrites()
+		var names []string
+		for i := range perBatch {
+			names = append(names, fmt.Sprintf("kw-%d-%d", batch, i))
+			n.createPod(nodePod(names[i], false))
+		}
+		for _, name := range names {
+			n.waitPod(name, "Ready", 2*time.Minute, func(p *corev1.Pod) bool {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		// kubelet may still be writing a status it had queued: let it.
+		time.Sleep(3 * time.Second)
+		mid := n.podStatusWrites()
+		started += mid - before
+		n.Admin.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		n.waitFor("every pod gone", 2*time.Minute, func() bool {
+			pods, err := n.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0
+		})
+		deleted += n.podStatusWrites() - mid
+	}
+	pods := batches * perBatch
+	return fmt.Sprintf("%.2f (%d for %d pods); deletion %.2f more", float64(started)/float64(pods), started, pods, float64(deleted)/float64(pods))
 }
 
 // scaleChurn runs the churn for d and returns its figures once every gated

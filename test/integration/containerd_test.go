@@ -17,12 +17,12 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/outcome"
-	"github.com/netready/netready/pkg/status"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // cri is a private containerd with its CRI plugin, driven through crictl.
 type cri struct {
-	t    *testing.T
+	t    testing.TB
 	dir  string
 	bins string
 	sock string
@@ -84,7 +84,7 @@ func startCRI(t *testing.T, confDir string, binDirs ...string) *cri {
 }
 
 // startCRIWith is startCRI with edit applied to containerd's config.
-func startCRIWith(t *testing.T, confDir string, edit func(string) string, binDirs ...string) *cri {
+func startCRIWith(t testing.TB, confDir string, edit func(string) string, binDirs ...string) *cri {
 	t.Helper()
 	bins := os.Getenv("NETREADY_CONTAINERD_BIN")
 	if bins == "" {
@@ -371,7 +371,7 @@ func TestContainerd(t *testing.T) {
 	}
 	// What may stay is STATUS's pool count and the outcome journal of
 	// fail-mode timeouts; no marker, and no temp file.
-	poolCount := status.PoolCachePath(n.StateDir, n.Name)
+	poolCount := pool.CachePath(n.StateDir, n.Name)
 	entries, _ := os.ReadDir(filepath.Join(n.StateDir, n.Name))
 	var markers []string
 	for _, e := range entries {

@@ -183,7 +183,7 @@ func (a *strictAgent) leaseAt(ip string, at time.Time) (lease, bool) {
 
 // reportFailures fails t for each nft call that failed since the last
 // report.
-func (a *strictAgent) reportFailures(t *testing.T) {
+func (a *strictAgent) reportFailures(t testing.TB) {
 	a.mu.Lock()
 	f := a.failures
 	a.failures = nil

@@ -45,7 +45,7 @@ const (
 // kubelet, kube-controller-manager and kube-scheduler, all built from the
 // module proxy, with its own PKI, folders, bridge and cgroup root.
 type k8sNode struct {
-	t       *testing.T
+	t       testing.TB
 	bins    string // etcd and Kubernetes binaries
 	dir     string // everything else of this run
 	cri     *cri
@@ -57,7 +57,7 @@ type k8sNode struct {
 
 // startNode brings the node up and registers its teardown, which leaves the
 // host as it was even when the test fails half-way.
-func startNode(t *testing.T) *k8sNode {
+func startNode(t testing.TB) *k8sNode {
 	t.Helper()
 	bins := os.Getenv("NETREADY_K8S_BIN")
 	for _, b := range []string{"etcd", "kube-apiserver", "kubelet", "kube-controller-manager", "kube-scheduler", "kubectl"} {
@@ -248,7 +248,7 @@ current-context: nr
 // guardNodeForwarding: pod traffic may only stay in the pod subnet on the
 // node's bridge (TESTBED network safety); bridge's isGateway turns
 // forwarding on, which TestMain restores.
-func guardNodeForwarding(t *testing.T) {
+func guardNodeForwarding(t testing.TB) {
 	rules := [][]string{
 		{"FORWARD", "-s", nodeSubnet, "!", "-d", nodeSubnet, "-j", "DROP", "-m", "comment", "--comment", "nr-node-guard"},
 		{"FORWARD", "-s", nodeSubnet, "!", "-o", nodeBridge, "-j", "DROP", "-m", "comment", "--comment", "nr-node-guard"},
@@ -370,7 +370,7 @@ evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available
 }
 
 // hostIP is the host's own IPv4 address, so kubelet never resolves its name.
-func hostIP(t *testing.T) string {
+func hostIP(t testing.TB) string {
 	addrs, err := net.InterfaceAddrs()
 	if err != nil {
 		t.Fatal(err)

@@ -32,7 +32,7 @@ var (
 
 // releaseDir is what `make test` built with scripts/release.sh, as
 // `make release` does, and the version it stamped.
-func releaseDir(t *testing.T) (dir, version string) {
+func releaseDir(t testing.TB) (dir, version string) {
 	t.Helper()
 	dir, version = os.Getenv("NETREADY_DIST"), os.Getenv("NETREADY_VERSION")
 	if _, err := os.Stat(filepath.Join(dir, "SHA256SUMS")); err != nil || version == "" {

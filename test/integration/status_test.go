@@ -3,20 +3,26 @@
 package integration
 
 import (
+	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/netready/netready/pkg/status"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // status runs STATUS through libcni and returns the CNI error, if any, and
@@ -39,10 +45,11 @@ func (n *testNet) status(t *testing.T) (*types.Error, time.Duration) {
 
 // waitPoolCountKept calls STATUS, as a runtime does every few seconds,
 // until it keeps its pool count in stateDir: once the pool folder has been
-// unchanged for a second.
+// unchanged for a few clock ticks (two seconds on a file system that keeps
+// whole seconds).
 func waitPoolCountKept(t *testing.T, n *testNet) {
 	t.Helper()
-	kept := status.PoolCachePath(n.Netready()["stateDir"].(string), n.Name)
+	kept := pool.CachePath(n.Netready()["stateDir"].(string), n.Name)
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
 		if e, _ := n.status(t); e != nil {
 			t.Fatalf("STATUS: %+v", e)
@@ -137,5 +144,76 @@ func TestStatusPoolAndAgents(t *testing.T) {
 	health.Store(0)
 	if e, _ := n.status(t); e != nil {
 		t.Errorf("STATUS once the agent recovered: %+v", e)
+	}
+}
+
+// TestStatusReadsTheSidecarsCount: with the real sidecar watching a pool
+// that STATUS counts (poolAction "notready"), every real ADD and DEL leaves
+// a count kept for the folder as it now is, without any STATUS call; STATUS
+// answers from it, and its answers stay true as the pool fills and frees.
+func TestStatusReadsTheSidecarsCount(t *testing.T) {
+	a := startAPIServer(t)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: testNode}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n := newNet(t, "bridge.conflist", func(n *testNet, list map[string]any) {
+		ipam := plugins(list)[0]["ipam"].(map[string]any)
+		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
+		n.Netready()["status"] = map[string]any{"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready"}
+	})
+	// No resync: the allocations' inotify events alone must drive it.
+	startSidecar(t, a, n.StateDir, testNode, "--cni-conf-dir", n.ConfDir, "--pool-resync", "1h")
+	kept := pool.CachePath(n.StateDir, n.Name)
+	waitKept := func(used int64) {
+		t.Helper()
+		within(t, fmt.Sprintf("the sidecar kept %d in use for the folder as it is now", used), 10*time.Second, func() bool {
+			var c struct {
+				MtimeNs int64   `json:"mtimeNs"`
+				Used    []int64 `json:"used"`
+			}
+			info, err := os.Stat(n.IPAMDir)
+			b, rerr := os.ReadFile(kept)
+			return err == nil && rerr == nil && json.Unmarshal(b, &c) == nil &&
+				c.MtimeNs == info.ModTime().UnixNano() && slices.Equal(c.Used, []int64{used})
+		})
+	}
+	var nss []string
+	for i := 1; i <= 4; i++ {
+		ns := newNS(t)
+		if _, err := n.add(ns.Path()); err != nil {
+			t.Fatalf("ADD %d: %v", i, err)
+		}
+		nss = append(nss, ns.Path())
+		waitKept(int64(i))
+	}
+	if e, _ := n.status(t); e != nil {
+		t.Fatalf("STATUS at 4 of 5: %+v", e)
+	}
+	// Only the kept count says 5: STATUS answering with it shows that it
+	// took the sidecar's count instead of reading the folder.
+	b, _ := os.ReadFile(kept)
+	if err := os.WriteFile(kept, bytes.Replace(b, []byte(`"used":[4]`), []byte(`"used":[5]`), 1), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	full := `netready: network "` + n.Name + `": IP pool exhausted (5 of 5 addresses in use)`
+	if e, _ := n.status(t); e == nil || e.Msg != full {
+		t.Fatalf("STATUS with a kept count of 5 = %+v, want %q: it did not read the sidecar's count", e, full)
+	}
+	ns := newNS(t)
+	if _, err := n.add(ns.Path()); err != nil {
+		t.Fatalf("ADD 5: %v", err)
+	}
+	nss = append(nss, ns.Path())
+	waitKept(5)
+	if e, _ := n.status(t); e == nil || e.Code != types.ErrPluginNotAvailable || e.Msg != full {
+		t.Errorf("STATUS with the pool full = %+v, want code 50 %q", e, full)
+	}
+	if _, err := n.cnitool("del", nss[0]); err != nil {
+		t.Fatal(err)
+	}
+	waitKept(4)
+	if e, _ := n.status(t); e != nil {
+		t.Errorf("STATUS after a DEL freed an address: %+v", e)
 	}
 }
