@@ -30,6 +30,9 @@ type testAgent struct {
 	pods   map[string]map[string]string
 	events []agentEvent
 	cond   *sync.Cond
+	// writeMu orders the writes of PodsFile: two ADDs at once must not
+	// rename an older map over a newer one (or share the temp file).
+	writeMu sync.Mutex
 }
 
 type agentEvent struct {
@@ -140,6 +143,8 @@ func (a *testAgent) setPod(cid, namespace, name string, delay time.Duration) {
 }
 
 func (a *testAgent) write() {
+	a.writeMu.Lock()
+	defer a.writeMu.Unlock()
 	a.mu.Lock()
 	data, _ := json.Marshal(a.pods)
 	a.mu.Unlock()
