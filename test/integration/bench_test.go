@@ -859,16 +859,16 @@ func statusWithSidecar(b *testing.B, n *testNet, dataDir, netready, tuning strin
 			b.Fatal(err)
 		}
 		mtime := info.ModTime()
-		changed := mtime
-		if waitKept(mtime.UnixNano(), changed.Add(statusGap)) {
-			// The file's mtime is when it was kept; this wake-up is later.
+		if waitKept(mtime.UnixNano(), mtime.Add(statusGap)) {
+			// The file's mtime is when it was kept (to a clock tick);
+			// this wake-up is later.
 			if ki, err := os.Stat(kept); err == nil {
 				keep = append(keep, ki.ModTime().Sub(mtime))
 			}
 		} else {
 			late++
 		}
-		time.Sleep(time.Until(changed.Add(statusGap)))
+		time.Sleep(time.Until(mtime.Add(statusGap)))
 		start := time.Now()
 		if _, e := invokeBin(b, netready, "STATUS", n.pluginConf(nil)); e != nil {
 			b.Fatalf("STATUS: %+v", e)
