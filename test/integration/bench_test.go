@@ -825,11 +825,8 @@ func statusWithSidecar(b *testing.B, n *testNet, dataDir, netready, tuning strin
 	}
 	folder := filepath.Join(dataDir, n.Name)
 	keptFor := func(mtimeNs int64) bool {
-		var c struct {
-			MtimeNs int64 `json:"mtimeNs"`
-		}
-		data, err := os.ReadFile(kept)
-		return err == nil && json.Unmarshal(data, &c) == nil && c.MtimeNs == mtimeNs
+		c, ok := readKeptCount(kept)
+		return ok && c.MtimeNs == mtimeNs
 	}
 	waitKept := func(mtimeNs int64, until time.Time) bool {
 		timeout := time.After(time.Until(until))
