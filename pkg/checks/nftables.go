@@ -232,29 +232,69 @@ func ruleSource(fam nftables.TableFamily, table, chain string, m nftrule.Match) 
 }
 
 // chainHolds reads one chain's rules (never the whole ruleset) and reports
-// whether one matches m, or why not.
+// whether one matches m, or why not. A rule is decoded only when its raw
+// attributes may hold a match: in a storm, the chain holds every other
+// pod's rule, and decoding them all on each safety re-check was most of a
+// waiting rule check's CPU.
 func (e *Env) chainHolds(fam nftables.TableFamily, table, chain string, m nftrule.Match) (bool, string) {
-	var rules []*nftables.Rule
+	var (
+		held   bool
+		unread error
+	)
 	err := e.withNFTables(func(conn *nftConns) error {
-		t := &nftables.Table{Name: table, Family: fam}
-		var err error
-		if rules, err = conn.lib.GetRules(t, &nftables.Chain{Name: chain}); err != nil || len(rules) > 0 {
+		rules, err := dumpRules(conn.raw, fam, table, chain)
+		if err != nil || len(rules) == 0 {
+			if err == nil {
+				// A dump of a chain that does not exist is empty, not
+				// an error.
+				_, err = conn.lib.ListChain(&nftables.Table{Name: table, Family: fam}, chain)
+			}
 			return err
 		}
-		// A dump of a chain that does not exist is empty, not an error.
-		_, err = conn.lib.ListChain(t, chain)
-		return err
+		for _, msg := range rules {
+			if len(msg.Data) < 4 || m.Excludes(msg.Data[4:]) {
+				continue
+			}
+			r, err := nftrule.Decode(byte(fam), msg.Data[4:])
+			if err != nil {
+				unread = err
+				continue
+			}
+			if m.In(r) {
+				held = true
+				return nil
+			}
+		}
+		return nil
 	})
 	switch {
 	case err != nil && isMissing(err):
 		return false, fmt.Sprintf("chain %s/%s does not exist (yet)", table, chain)
 	case err != nil:
 		return false, fmt.Sprintf("cannot list the rules of %s/%s: %v", table, chain, err)
-	}
-	for _, r := range rules {
-		if m.In(r) {
-			return true, ""
-		}
+	case held:
+		return true, ""
+	case unread != nil:
+		return false, fmt.Sprintf("no rule matches yet, and a rule of %s/%s cannot be read: %v", table, chain, unread)
 	}
 	return false, "no rule matches yet"
+}
+
+// dumpRules asks the kernel for one chain's rules, raw.
+func dumpRules(conn *rawnl.Conn, fam nftables.TableFamily, table, chain string) ([]rawnl.Message, error) {
+	ae := rawnl.NewAttributeEncoder()
+	ae.String(unix.NFTA_RULE_TABLE, table)
+	ae.String(unix.NFTA_RULE_CHAIN, chain)
+	data, err := ae.Encode()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := conn.Execute(rawnl.Message{
+		Header: rawnl.Header{Type: rawnl.HeaderType(unix.NFNL_SUBSYS_NFTABLES<<8 | unix.NFT_MSG_GETRULE), Flags: rawnl.Request | rawnl.Dump},
+		Data:   append([]byte{byte(fam), unix.NFNETLINK_V0, 0, 0}, data...),
+	})
+	if err != nil {
+		return nil, fmt.Errorf("cannot list rules: %w", err)
+	}
+	return msgs, nil
 }

@@ -255,7 +255,7 @@ func CalicoStatusFileName(namespace, pod, ifName string) string {
 // httpCheck: a loopback or unix-socket endpoint answers 2xx, and, with a
 // judge, its JSON answer says ready.
 type httpCheck struct {
-	dial   func(context.Context) (net.Conn, error)
+	client *httpget.Client
 	host   string // the Host header
 	path   string // the request target: path and query
 	target string // what messages show
@@ -292,7 +292,7 @@ func newHTTPCheck(raw, path, target string, judge Judge) (*httpCheck, error) {
 	switch u.Scheme {
 	case "unix":
 		sock := u.Path
-		c.dial = func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "unix", sock) }
+		c.client = &httpget.Client{Dial: func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "unix", sock) }}
 		if path == "" {
 			path = "/"
 		}
@@ -313,7 +313,7 @@ func newHTTPCheck(raw, path, target string, judge Judge) (*httpCheck, error) {
 			port = "80"
 		}
 		addr := net.JoinHostPort(host, port)
-		c.dial = func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }
+		c.client = &httpget.Client{Dial: func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }}
 		c.host, c.path = u.Host, u.RequestURI()
 		if c.target == "" {
 			c.target = raw
@@ -331,9 +331,8 @@ func (c *httpCheck) Sources() []watch.Source { return nil }
 func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
 	ctx, cancel := context.WithTimeout(ctx, httpRequestTimeout)
 	defer cancel()
-	// Nothing reads the answer without a judge: the connection is
-	// closed after the headers.
-	resp, err := httpget.Get(ctx, c.dial, c.host, c.path, c.judge != nil, maxHTTPBody)
+	// Polls reuse one connection while the endpoint keeps it open.
+	resp, err := c.client.Get(ctx, c.host, c.path, c.judge != nil, maxHTTPBody)
 	switch {
 	case err != nil:
 		return false, fmt.Sprintf("no answer: %v", err), nil

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -173,4 +174,134 @@ func FuzzGet(f *testing.F) {
 			t.Fatalf("%d bytes of body, max %d", len(resp.Body), max)
 		}
 	})
+}
+
+// TestClientKeepsTheConnection: a Client sends its GETs over one
+// connection while Go's own server keeps it, and opens another when the
+// server closed it, asked to, answered too much to drain, or was idle.
+func TestClientKeepsTheConnection(t *testing.T) {
+	tests := []struct {
+		name string
+		// handler answers the i-th request (0-based).
+		handler  func(i int, w http.ResponseWriter)
+		readBody bool
+		between  func(srv *httptest.Server)
+		wantConn int // connections opened for three GETs
+	}{
+		{"404s, headers only", func(int, http.ResponseWriter) {}, false, nil, 1},
+		{"JSON answers read", func(_ int, w http.ResponseWriter) { io.WriteString(w, `{"ready":false}`) }, true, nil, 1},
+		{"chunked answers read", func(_ int, w http.ResponseWriter) {
+			io.WriteString(w, "{")
+			w.(http.Flusher).Flush()
+			io.WriteString(w, "}")
+		}, true, nil, 1},
+		{"no body: 204", func(_ int, w http.ResponseWriter) { w.WriteHeader(204) }, false, nil, 1},
+		{"the server asks to close", func(_ int, w http.ResponseWriter) { w.Header().Set("Connection", "close") }, false, nil, 3},
+		{"a body too large to drain", func(_ int, w http.ResponseWriter) { w.Write(make([]byte, maxDrain+10)) }, false, nil, 3},
+		{"the server drops kept connections", func(int, http.ResponseWriter) {}, false, func(srv *httptest.Server) { srv.CloseClientConnections() }, 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var mu sync.Mutex
+			conns, reqs := 0, 0
+			srv := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				mu.Lock()
+				i := reqs
+				reqs++
+				mu.Unlock()
+				tt.handler(i, w)
+			}))
+			srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+				if s == http.StateNew {
+					mu.Lock()
+					conns++
+					mu.Unlock()
+				}
+			}
+			srv.Start()
+			defer srv.Close()
+			addr := strings.TrimPrefix(srv.URL, "http://")
+			c := &Client{Dial: dialer(addr)}
+			defer c.CloseIdle()
+			for i := range 3 {
+				if i > 0 && tt.between != nil {
+					tt.between(srv)
+					time.Sleep(20 * time.Millisecond)
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+				_, err := c.Get(ctx, addr, "/", tt.readBody, 1<<20)
+				cancel()
+				if err != nil {
+					t.Fatalf("GET %d: %v", i, err)
+				}
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if diff := cmp.Diff([2]int{tt.wantConn, 3}, [2]int{conns, reqs}); diff != "" {
+				t.Errorf("[connections, requests] (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestClientClosesIdle: a kept connection is closed after IdleTimeout, so
+// that a long-lived process (the sidecar) holds none it does not use.
+func TestClientClosesIdle(t *testing.T) {
+	closed := make(chan struct{})
+	srv := httptest.NewUnstartedServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}))
+	srv.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			close(closed)
+		}
+	}
+	srv.Start()
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c := &Client{Dial: dialer(addr)}
+	if _, err := c.Get(context.Background(), addr, "/", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	select {
+	case <-closed:
+		if d := time.Since(start); d < IdleTimeout/2 {
+			t.Errorf("closed after %s, before the idle timeout %s", d, IdleTimeout)
+		}
+	case <-time.After(IdleTimeout + 5*time.Second):
+		t.Fatalf("the kept connection is still open %s after its last use", IdleTimeout+5*time.Second)
+	}
+}
+
+// TestClientHangsOnAKeptConnection: a server that stops answering on a
+// kept connection is cut at the deadline, as a new one is.
+func TestClientHangsOnAKeptConnection(t *testing.T) {
+	var mu sync.Mutex
+	hang := false
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) {
+		mu.Lock()
+		h := hang
+		mu.Unlock()
+		if h {
+			<-release
+		}
+	}))
+	// The handler returns before Close waits for it.
+	defer srv.Close()
+	defer close(release)
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c := &Client{Dial: dialer(addr)}
+	defer c.CloseIdle()
+	if _, err := c.Get(context.Background(), addr, "/", false, 0); err != nil {
+		t.Fatal(err)
+	}
+	mu.Lock()
+	hang = true
+	mu.Unlock()
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	if _, err := c.Get(ctx, addr, "/", false, 0); err == nil || time.Since(start) > 2*time.Second {
+		t.Errorf("GET on a kept connection to a hanging server = %v after %s", err, time.Since(start))
+	}
 }

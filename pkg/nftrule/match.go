@@ -1,6 +1,7 @@
 package nftrule
 
 import (
+	"bytes"
 	"net/netip"
 	"strconv"
 	"strings"
@@ -22,10 +23,24 @@ type Match struct {
 	negated             bool
 	field, addr, prefix string
 	fullLen             string
+	// needle is the bytes of an address the match names and literal its
+	// text: a rule that matches holds one or the other, as a compare's
+	// data or in a comment. "" when the match names no address.
+	needle, literal string
 }
 
 // NFTText matches rules whose Render contains text at token boundaries.
-func NFTText(text string) Match { return Match{text: text, decidable: true} }
+func NFTText(text string) Match {
+	m := Match{text: text, decidable: true}
+	for _, tok := range strings.Fields(text) {
+		addr, _, _ := strings.Cut(tok, "/")
+		if a, err := netip.ParseAddr(addr); err == nil && a.Zone() == "" {
+			m.needle, m.literal = string(a.AsSlice()), addr
+			break
+		}
+	}
+	return m
+}
 
 // IPTables matches what `iptables -S` prints of a rule, text at token
 // boundaries. Only the address forms "-s ADDR[/LEN]" and "-d ADDR[/LEN]",
@@ -60,7 +75,17 @@ func IPTables(text string) Match {
 		m.field = strings.Replace(m.field, "saddr", "daddr", 1)
 	}
 	m.decidable, m.negated, m.addr = true, neg, addr
+	m.needle, m.literal = string(a.AsSlice()), addr
 	return m
+}
+
+// Excludes reports, from a rule message's raw attributes alone, that the
+// rule cannot match: the match names an address, and neither its bytes
+// nor its text are anywhere in the message. Render prints an address
+// from its bytes and a comment as written, so a rule that matches holds
+// one of them; this spares decoding the rules of other pods.
+func (m Match) Excludes(msg []byte) bool {
+	return m.needle != "" && !bytes.Contains(msg, []byte(m.needle)) && !bytes.Contains(msg, []byte(m.literal))
 }
 
 // Decidable reports whether In can decide the match from a rule.

@@ -3,6 +3,7 @@ package nftrule
 import (
 	"fmt"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -205,4 +206,31 @@ func splitArgs(s string) []string {
 		s = rest
 	}
 	return out
+}
+
+// TestExcludes: a rule message is skipped only when the match names an
+// address and the message holds neither its bytes nor its text.
+func TestExcludes(t *testing.T) {
+	v4 := []byte{10, 9, 0, 5}
+	tests := []struct {
+		name  string
+		match Match
+		msg   []byte
+		want  bool
+	}{
+		{"iptables: another pod's address", IPTables("-s 10.9.0.5/32"), []byte{1, 2, 10, 9, 0, 6}, true},
+		{"iptables: the address's bytes", IPTables("-s 10.9.0.5/32"), append([]byte{1, 2}, v4...), false},
+		{"iptables: the address in a comment", IPTables("-s 10.9.0.5/32"), []byte("x -s 10.9.0.5/32 x"), false},
+		{"iptables: IPv6", IPTables("-d fd00::5/128"), netip.MustParseAddr("fd00::5").AsSlice(), false},
+		{"iptables: IPv6, another address", IPTables("-d fd00::5/128"), netip.MustParseAddr("fd00::6").AsSlice(), true},
+		{"iptables: a match only iptables judges", IPTables("-m comment --comment web-0"), []byte{1}, false},
+		{"nft: an address and its prefix", NFTText("ip saddr 10.9.0.0/24 accept"), []byte{10, 9, 0, 0}, false},
+		{"nft: another network", NFTText("ip saddr 10.9.0.0/24 accept"), []byte{10, 9, 1, 0}, true},
+		{"nft: no address", NFTText("meta mark 0x1 accept"), []byte{1}, false},
+	}
+	for _, tt := range tests {
+		if got := tt.match.Excludes(tt.msg); got != tt.want {
+			t.Errorf("%s: Excludes = %v, want %v", tt.name, got, tt.want)
+		}
+	}
 }

@@ -169,6 +169,9 @@ func (tx *transaction) rule(m netlink.Message, want NFTRuleMatch) {
 	case !want.Match.Decidable() || len(m.Data) < 4:
 		tx.touched = true
 		return
+	case want.Match.Excludes(m.Data[4:]):
+		// Another pod's rule: most of what a storm brings.
+		return
 	}
 	r, err := nftrule.Decode(want.Family, m.Data[4:])
 	if err != nil {

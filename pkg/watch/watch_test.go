@@ -245,6 +245,10 @@ func TestNFTRuleWakes(t *testing.T) {
 				t.Fatalf("iptables-nft-restore: %v: %s", err, out)
 			}
 		}, addr, false},
+		// The address only as text, which Excludes must not skip.
+		{"iptables: a comment holding the form", func() {
+			ipt("-A", "PODS", "-m", "comment", "--comment", "-s 10.9.0.5/32", "-j", "ACCEPT")
+		}, addr, true},
 		{"nft text: the rule the text names", func() { nftIn(t, netns, "add rule inet t pods ip saddr 10.9.0.5 accept") }, text, true},
 	} {
 		step.do()
