@@ -200,7 +200,7 @@ func (c *fileCheck) Target() string {
 }
 
 func (c *fileCheck) Sources() []watch.Source {
-	return []watch.Source{{Kind: watch.Dir, Path: filepath.Dir(c.path)}}
+	return []watch.Source{{Kind: watch.Dir, Path: filepath.Dir(c.path), Name: filepath.Base(c.path)}}
 }
 
 func (c *fileCheck) Probe(context.Context) (bool, string, error) {

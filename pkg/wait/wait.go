@@ -33,6 +33,9 @@ type Options struct {
 	Since time.Time
 }
 
+// DefaultPollMax is the backoff cap of polled checks.
+const DefaultPollMax = 50 * time.Millisecond
+
 // Defaults fills in unset options.
 func (o *Options) Defaults() {
 	if o.Safety == 0 {
@@ -49,7 +52,7 @@ func (o *Options) Defaults() {
 		o.PollMin = 2 * time.Millisecond
 	}
 	if o.PollMax == 0 {
-		o.PollMax = 50 * time.Millisecond
+		o.PollMax = DefaultPollMax
 	}
 	if o.Logf == nil {
 		o.Logf = func(string, ...any) {}

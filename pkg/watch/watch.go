@@ -28,7 +28,8 @@ const (
 	Addrs
 	Routes
 	Neighs
-	// Dir is inotify on a folder (Path).
+	// Dir is inotify on a folder (Path), waking for changes of its entry
+	// Name, or of any entry when Name is "".
 	Dir
 	// OVSDB is a monitor of Open_vSwitch's Interface table on the OVSDB
 	// server whose unix socket is Path.
@@ -50,6 +51,8 @@ type Source struct {
 	Kind  Kind
 	NetNS string
 	Path  string
+	// Name is the entry of a Dir source's folder that wakes; "" is any.
+	Name string
 	// Element is what an NFTSet source watches for.
 	Element NFTElement
 	// Rule is what an NFTRule source watches for.
@@ -219,7 +222,7 @@ func closedStream() <-chan Wake {
 func openStream(ctx context.Context, src Source) (<-chan Wake, error) {
 	switch src.Kind {
 	case Dir:
-		return openDir(ctx, src.Path)
+		return openDir(ctx, src.Path, src.Name)
 	case NFTSet, NFTRule:
 		return openNFTables(ctx, src)
 	case OVSDB:

@@ -70,6 +70,55 @@ func TestDirWakesEveryListener(t *testing.T) {
 	}
 }
 
+// TestDirWakesForItsEntry: a Dir source with a name wakes for that entry
+// written in place or renamed into place, and for its removal, never for
+// another entry of the folder.
+func TestDirWakesForItsEntry(t *testing.T) {
+	dir := t.TempDir()
+	h := NewHub(context.Background())
+	defer h.Close()
+	ch := make(chan Wake, 1)
+	if err := h.SubscribeTo(Source{Kind: Dir, Path: dir + "/", Name: "pod-a"}, ch); err != nil {
+		t.Fatal(err)
+	}
+	quiet := func(step string) {
+		t.Helper()
+		select {
+		case <-ch:
+			t.Errorf("%s woke the listener of pod-a", step)
+		case <-time.After(200 * time.Millisecond):
+		}
+	}
+	wakes := func(step string) {
+		t.Helper()
+		select {
+		case <-ch:
+		case <-time.After(5 * time.Second):
+			t.Errorf("%s did not wake the listener of pod-a", step)
+		}
+	}
+	write := func(name string) {
+		t.Helper()
+		tmp := filepath.Join(dir, "."+name)
+		if err := os.WriteFile(tmp, []byte("ready"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Rename(tmp, filepath.Join(dir, name)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("pod-b")
+	quiet("another pod's file, renamed into place")
+	write("pod-a")
+	wakes("its own file, renamed into place")
+	drain(ch)
+	os.WriteFile(filepath.Join(dir, "pod-a"), []byte("ready, again"), 0o644)
+	wakes("its own file, written in place")
+	drain(ch)
+	os.Remove(filepath.Join(dir, "pod-a"))
+	wakes("its own file's removal")
+}
+
 func TestMissingDirIsAnError(t *testing.T) {
 	h := NewHub(context.Background())
 	defer h.Close()

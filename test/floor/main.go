@@ -6,6 +6,9 @@
 // fsync of the folder), and prints prevResult. It parses no config and
 // checks nothing, but exits 1 if any of that work fails, so that the bench
 // never takes a floor that skipped part of it.
+//
+// With NETREADY_FLOOR_POLL and NETREADY_FLOOR_FOR, it only wakes every
+// NETREADY_FLOOR_POLL for NETREADY_FLOOR_FOR: the floor of a polled check.
 package main
 
 import (
@@ -16,6 +19,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/containernetworking/plugins/pkg/netlinksafe"
 	"github.com/vishvananda/netlink"
@@ -31,6 +35,9 @@ func main() {
 }
 
 func run() error {
+	if every := os.Getenv("NETREADY_FLOOR_POLL"); every != "" {
+		return wakeOnly(every, os.Getenv("NETREADY_FLOOR_FOR"))
+	}
 	stdin, err := io.ReadAll(os.Stdin)
 	if err != nil {
 		return err
@@ -101,4 +108,21 @@ func run() error {
 	}
 	_, err = os.Stdout.Write(conf.PrevResult)
 	return err
+}
+
+// wakeOnly is the floor of a polled check: a process that wakes every
+// interval for a while and does nothing else, no request and no probe.
+func wakeOnly(every, span string) error {
+	tick, err := time.ParseDuration(every)
+	if err != nil {
+		return fmt.Errorf("NETREADY_FLOOR_POLL: %w", err)
+	}
+	d, err := time.ParseDuration(span)
+	if err != nil {
+		return fmt.Errorf("NETREADY_FLOOR_FOR: %w", err)
+	}
+	for end := time.Now().Add(d); time.Now().Before(end); {
+		time.Sleep(tick)
+	}
+	return nil
 }
