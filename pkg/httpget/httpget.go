@@ -182,10 +182,11 @@ func (k *kept) exchange(ctx context.Context, host, target string, keep, readBody
 	// size line could be endless).
 	k.head.N = 2*int64(max(maxBody, maxDrain)) + 1<<16
 	body, framed, err := bodyReader(k.br, h, resp.StatusCode)
-	if err != nil {
+	if err != nil && readBody {
 		return nil, false, err
 	}
-	reusable := keep && framed && strings.HasPrefix(line, "HTTP/1.1 ") && !hasToken(h.Values("Connection"), "close")
+	// A body that is not read need not be understood, only not kept.
+	reusable := err == nil && keep && framed && strings.HasPrefix(line, "HTTP/1.1 ") && !hasToken(h.Values("Connection"), "close")
 	if readBody {
 		resp.Body, err = io.ReadAll(io.LimitReader(body, int64(maxBody)+1))
 		if err != nil {
@@ -238,7 +239,12 @@ func parseStatusLine(line string) (*Response, error) {
 // with the connection; framed says the answer's end is known without the
 // connection closing, so that it may carry another request.
 func bodyReader(br *bufio.Reader, h textproto.MIMEHeader, code int) (io.Reader, bool, error) {
-	if code == 204 || code == 304 || code < 200 {
+	switch {
+	case code < 200:
+		// An interim answer (netready never asks for one): the final
+		// answer follows it on the connection, so it is not kept.
+		return eofReader{}, false, nil
+	case code == 204 || code == 304:
 		return eofReader{}, true, nil
 	}
 	if te := strings.ToLower(strings.TrimSpace(h.Get("Transfer-Encoding"))); te != "" {

@@ -305,3 +305,24 @@ func TestClientHangsOnAKeptConnection(t *testing.T) {
 		t.Errorf("GET on a kept connection to a hanging server = %v after %s", err, time.Since(start))
 	}
 }
+
+// TestClientHeadersOnly: without a judge, an answer whose body netready
+// cannot read is still an answer; only its connection is not kept.
+func TestClientHeadersOnly(t *testing.T) {
+	for _, answer := range []string{
+		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nxx",
+		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
+	} {
+		addr := rawServer(t, answer)
+		c := &Client{Dial: dialer(addr)}
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		resp, err := c.Get(ctx, addr, "/", false, 0)
+		cancel()
+		if err != nil || resp.StatusCode != 200 {
+			t.Errorf("%q: Get = %+v, %v; want 200", answer, resp, err)
+		}
+		if c.take() != nil {
+			t.Errorf("%q: the connection was kept", answer)
+		}
+	}
+}

@@ -334,10 +334,10 @@ func wakeFloor(b *testing.B, n int, tick, span time.Duration) float64 {
 	return childrenCPU() - cpu0
 }
 
-// runStorm runs pods ADDs at once with kind's check last in the chain
-// (tuning in its place when kind is nil), then DELs them.
-func runStorm(b *testing.B, pods int, kind *stormKind, delay time.Duration) stormResult {
-	n := newNet(b, "bridge.conflist", func(n *testNet, list map[string]any) {
+// stormNet is bridge + host-local + netready with an address check and
+// kind's check, or tuning in netready's place when kind is nil.
+func stormNet(b *testing.B, kind *stormKind) *testNet {
+	return newNet(b, "bridge.conflist", func(n *testNet, list map[string]any) {
 		ps := list["plugins"].([]any)
 		if kind == nil {
 			ps[len(ps)-1] = map[string]any{"type": "tuning", "dataDir": filepath.Join(n.StateDir, "tuning")}
@@ -347,6 +347,12 @@ func runStorm(b *testing.B, pods int, kind *stormKind, delay time.Duration) stor
 		nr["checks"] = []any{map[string]any{"kind": "address"}, kind.check}
 		nr["timeout"] = "60s"
 	})
+}
+
+// runStorm runs pods ADDs at once with kind's check last in the chain
+// (tuning in its place when kind is nil), then DELs them.
+func runStorm(b *testing.B, pods int, kind *stormKind, delay time.Duration) stormResult {
+	n := stormNet(b, kind)
 	// Markers on a tmpfs, as /run/netready is on a node; host-local's
 	// files stay on disk, as /var/lib/cni is.
 	mustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-storm", n.StateDir)

@@ -6,7 +6,6 @@ import (
 	"context"
 	"fmt"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -47,16 +46,7 @@ func BenchmarkWaiterCost(b *testing.B) {
 // allocated its IP, with foreign other IPs programmed meanwhile, and gives
 // the mean CPU seconds of each ADD's chain.
 func waiterCPU(b *testing.B, kind *stormKind, reps int, wait time.Duration, foreign int) float64 {
-	n := newNet(b, "bridge.conflist", func(n *testNet, list map[string]any) {
-		ps := list["plugins"].([]any)
-		if kind == nil {
-			ps[len(ps)-1] = map[string]any{"type": "tuning", "dataDir": filepath.Join(n.StateDir, "tuning")}
-			return
-		}
-		nr := ps[len(ps)-1].(map[string]any)
-		nr["checks"] = []any{map[string]any{"kind": "address"}, kind.check}
-		nr["timeout"] = "60s"
-	})
+	n := stormNet(b, kind)
 	if err := os.MkdirAll(n.IPAMDir, 0o755); err != nil {
 		b.Fatal(err)
 	}
