@@ -52,6 +52,9 @@ type stormKind struct {
 	// It is the floor: the same event, under the same storm, with no
 	// process to start and nothing to write.
 	heard func(ip string) time.Time
+	// forget clears what was heard before a run: two runs' subnets may
+	// hold the same IPs.
+	forget func()
 }
 
 // stormResult is one storm's figures.
@@ -180,6 +183,11 @@ func stormKinds(b *testing.B) []*stormKind {
 		}
 	}()
 	heardAt := func(ip string) time.Time { return heard.seenAt(heard.seen, ip) }
+	forget := func() {
+		heard.mu.Lock()
+		clear(heard.seen)
+		heard.mu.Unlock()
+	}
 	var httpMu sync.Mutex
 	ready := map[string]bool{}
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -200,7 +208,7 @@ func stormKinds(b *testing.B) []*stormKind {
 	return []*stormKind{
 		{
 			name:  "nftables set",
-			heard: heardAt,
+			heard: heardAt, forget: forget,
 			check: map[string]any{"kind": "nftables", "family": "inet", "table": table.Name, "set": set.Name},
 			program: func(ip string) (time.Time, error) {
 				return flush(func() { c.SetAddElements(set, []nftables.SetElement{{Key: net.ParseIP(ip).To4()}}) })
@@ -208,7 +216,7 @@ func stormKinds(b *testing.B) []*stormKind {
 		},
 		{
 			name:  "nftables rule",
-			heard: heardAt,
+			heard: heardAt, forget: forget,
 			check: map[string]any{"kind": "nftables", "family": "inet", "table": table.Name, "chain": chain.Name, "match": "ip saddr {{.IP}} accept"},
 			program: func(ip string) (time.Time, error) {
 				return flush(func() {
@@ -222,7 +230,7 @@ func stormKinds(b *testing.B) []*stormKind {
 		},
 		{
 			name:  "iptables rule (10,000 rules elsewhere)",
-			heard: heardAt,
+			heard: heardAt, forget: forget,
 			check: map[string]any{"kind": "iptables", "chain": iptChain, "match": "-s {{.IP}}/32"},
 			program: func(ip string) (time.Time, error) {
 				// iptables-nft's own encoding of -s IP/32 -j ACCEPT.
@@ -250,7 +258,7 @@ func stormKinds(b *testing.B) []*stormKind {
 		},
 		{
 			name:  "file",
-			heard: heardAt,
+			heard: heardAt, forget: forget,
 			check: map[string]any{"kind": "file", "path": filepath.Join(dir, "{{.IP}}")},
 			program: func(ip string) (time.Time, error) {
 				began := time.Now()
@@ -366,6 +374,9 @@ func runStorm(b *testing.B, pods int, kind *stormKind, delay time.Duration) stor
 	}
 	var mu sync.Mutex
 	began := map[string]time.Time{}
+	if kind != nil && kind.forget != nil {
+		kind.forget()
+	}
 	if kind != nil {
 		stop := programOnAllocation(b, n.IPAMDir, delay, func(ip string) {
 			at, err := kind.program(ip)
