@@ -243,9 +243,9 @@ func bodyReader(br *bufio.Reader, h textproto.MIMEHeader, code int) (io.Reader, 
 	case code < 200:
 		// An interim answer (netready never asks for one): the final
 		// answer follows it on the connection, so it is not kept.
-		return eofReader{}, false, nil
+		return io.LimitReader(br, 0), false, nil
 	case code == 204 || code == 304:
-		return eofReader{}, true, nil
+		return io.LimitReader(br, 0), true, nil
 	}
 	if te := strings.ToLower(strings.TrimSpace(h.Get("Transfer-Encoding"))); te != "" {
 		if te != "chunked" {
@@ -262,10 +262,6 @@ func bodyReader(br *bufio.Reader, h textproto.MIMEHeader, code int) (io.Reader, 
 	}
 	return br, false, nil
 }
-
-type eofReader struct{}
-
-func (eofReader) Read([]byte) (int, error) { return 0, io.EOF }
 
 // chunked decodes Transfer-Encoding: chunked (RFC 9112 section 7.1);
 // extensions and trailers are skipped.

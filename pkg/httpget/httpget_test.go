@@ -16,7 +16,8 @@ import (
 )
 
 // rawServer answers every connection with answer, after reading the
-// request's head, and returns its address.
+// request's head, and returns its address. A "|" in answer is a pause of
+// 100 ms: what follows it arrives in a later read.
 func rawServer(t *testing.T, answer string) string {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -34,7 +35,12 @@ func rawServer(t *testing.T, answer string) string {
 				defer c.Close()
 				buf := make([]byte, 4096)
 				c.Read(buf)
-				io.WriteString(c, answer)
+				for i, part := range strings.Split(answer, "|") {
+					if i > 0 {
+						time.Sleep(100 * time.Millisecond)
+					}
+					io.WriteString(c, part)
+				}
 			}()
 		}
 	}()
@@ -306,23 +312,58 @@ func TestClientHangsOnAKeptConnection(t *testing.T) {
 	}
 }
 
-// TestClientHeadersOnly: without a judge, an answer whose body netready
-// cannot read is still an answer; only its connection is not kept.
-func TestClientHeadersOnly(t *testing.T) {
-	for _, answer := range []string{
-		"HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nxx",
-		"HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n",
-	} {
-		addr := rawServer(t, answer)
+// TestClientDoesNotKeep: answers a Client must not send another request
+// after are still answers, but leave no connection kept: a body netready
+// cannot read (without a judge), an interim 1xx answer whose final answer
+// follows, and a chunked body whose trailer section never ends.
+func TestClientDoesNotKeep(t *testing.T) {
+	tests := []struct {
+		name, answer string
+		readBody     bool
+		status       int
+		body         string
+	}{
+		{"unknown transfer coding, headers only", "HTTP/1.1 200 OK\r\nTransfer-Encoding: gzip, chunked\r\n\r\nxx", false, 200, ""},
+		{"bad Content-Length, headers only", "HTTP/1.1 200 OK\r\nContent-Length: -1\r\n\r\n", false, 200, ""},
+		{"an interim answer", "HTTP/1.1 103 Early Hints\r\n\r\n|HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n", false, 103, ""},
+		{"a trailer cut short", "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nok\r\n0\r\n", true, 200, "ok"},
+	}
+	for _, tt := range tests {
+		addr := rawServer(t, tt.answer)
 		c := &Client{Dial: dialer(addr)}
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		resp, err := c.Get(ctx, addr, "/", false, 0)
+		resp, err := c.Get(ctx, addr, "/", tt.readBody, 100)
 		cancel()
-		if err != nil || resp.StatusCode != 200 {
-			t.Errorf("%q: Get = %+v, %v; want 200", answer, resp, err)
+		if err != nil || resp.StatusCode != tt.status || string(resp.Body) != tt.body {
+			t.Errorf("%s: Get = %+v, %v; want %d %q", tt.name, resp, err, tt.status, tt.body)
 		}
 		if c.take() != nil {
-			t.Errorf("%q: the connection was kept", answer)
+			t.Errorf("%s: the connection was kept", tt.name)
 		}
 	}
+}
+
+// TestClientConcurrentGets: goroutines sharing a Client take turns on its
+// one kept connection or open their own, and every GET is answered.
+func TestClientConcurrentGets(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { io.WriteString(w, "{}") }))
+	defer srv.Close()
+	addr := strings.TrimPrefix(srv.URL, "http://")
+	c := &Client{Dial: dialer(addr)}
+	defer c.CloseIdle()
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range 20 {
+				resp, err := c.Get(context.Background(), addr, "/", true, 100)
+				if err != nil || string(resp.Body) != "{}" {
+					t.Errorf("Get = %+v, %v", resp, err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
 }

@@ -231,5 +231,8 @@ type keptCount struct {
 func readKeptCount(path string) (keptCount, bool) {
 	var c keptCount
 	b, err := os.ReadFile(path)
-	return c, err == nil && json.Unmarshal(b, &c) == nil
+	if err != nil || json.Unmarshal(b, &c) != nil {
+		return keptCount{}, false
+	}
+	return c, true
 }
