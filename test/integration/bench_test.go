@@ -50,6 +50,23 @@ func percentile(d []time.Duration, p float64) time.Duration {
 
 func ms(d time.Duration) string { return fmt.Sprintf("%.2f ms", float64(d)/1e6) }
 
+// timeVersion times one exec of a CNI plugin's VERSION, its start and
+// no work: the baseline of every per-call goal. A failed exec fails the
+// bench, so that a missing baseline cannot pass a goal.
+func timeVersion(b testing.TB, bin string) time.Duration {
+	b.Helper()
+	cmd := exec.Command(bin)
+	cmd.Env = []string{"CNI_COMMAND=VERSION"}
+	// No pipes: output copied by goroutines would be timed too.
+	start := time.Now()
+	err := cmd.Run()
+	d := time.Since(start)
+	if err != nil {
+		b.Fatalf("%s VERSION: %v", bin, err)
+	}
+	return d
+}
+
 // poller is the baseline: what a fixed 200 ms polling loop (as
 // ovn-kubernetes waits for its pod flows) would notice, in the same run.
 type poller struct {
@@ -505,13 +522,6 @@ func BenchmarkAddOverhead(b *testing.B) {
 		}
 		return time.Since(start)
 	}
-	version := func(bin string) time.Duration {
-		cmd := exec.Command(bin)
-		cmd.Env = []string{"CNI_COMMAND=VERSION"}
-		start := time.Now()
-		cmd.Run()
-		return time.Since(start)
-	}
 	bins := b.TempDir()
 	netready := copyBinary(b, filepath.Join(binDir, "netready"), bins, copies)
 	tuningBin := copyBinary(b, filepath.Join(cniBinDir, "tuning"), bins, copies)
@@ -523,9 +533,9 @@ func BenchmarkAddOverhead(b *testing.B) {
 		nr = append(nr, run(netready[c], netreadyConf))
 		tu = append(tu, run(tuningBin[c], tuningConf))
 		fl = append(fl, run(floor[c], netreadyConf))
-		nrV = append(nrV, version(netready[c]))
-		tuV = append(tuV, version(tuningBin[c]))
-		no = append(no, version(noop[c]))
+		nrV = append(nrV, timeVersion(b, netready[c]))
+		tuV = append(tuV, timeVersion(b, tuningBin[c]))
+		no = append(no, timeVersion(b, noop[c]))
 	}
 	ratio := float64(percentile(nr, .5)) / float64(percentile(tu, .5))
 	fmt.Printf("\nADD overhead when everything is already programmed (exec of the last plugin, %d runs each from %d copies on disk, interleaved, state on tmpfs)\n", runs, copies)
@@ -756,11 +766,7 @@ func BenchmarkStatus(b *testing.B) {
 				runs = append(runs, time.Since(start))
 				if allocated == 65000 {
 					for f := range floors {
-						cmd := exec.Command(floors[f].bin)
-						cmd.Env = []string{"CNI_COMMAND=VERSION"}
-						start := time.Now()
-						cmd.Run()
-						floors[f].runs = append(floors[f].runs, time.Since(start))
+						floors[f].runs = append(floors[f].runs, timeVersion(b, floors[f].bin))
 					}
 				}
 			}
@@ -798,9 +804,9 @@ func BenchmarkStatus(b *testing.B) {
 // calls, as pods come and go, with the sidecar running as deploy/ runs it.
 // Before each call, the real host-local allocates one address, and STATUS
 // runs statusGap later, as the runtime would at some point of its period;
-// tuning VERSION runs beside each call, before it in every other one. The sidecar's keep latency
-// says how many calls land before its count is kept, and count the folder
-// themselves, as in the row without it.
+// tuning VERSION runs beside each call, before it in every other one. The
+// sidecar's keep latency says how many calls land before its count is
+// kept, and count the folder themselves, as in the row without it.
 func statusWithSidecar(b *testing.B, n *testNet, dataDir, netready, tuning string) {
 	const (
 		runs      = 200
@@ -843,6 +849,13 @@ func statusWithSidecar(b *testing.B, n *testNet, dataDir, netready, tuning strin
 	hl := &hostLocal{network: n.Name, netns: newNS(b).Path(),
 		ipam: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.201.0.0/16"}]],"dataDir":%q}`, dataDir)}
 	var status, bare, keep []time.Duration
+	callStatus := func() {
+		start := time.Now()
+		if _, e := invokeBin(b, netready, "STATUS", n.pluginConf(nil)); e != nil {
+			b.Fatalf("STATUS: %+v", e)
+		}
+		status = append(status, time.Since(start))
+	}
 	late := 0
 	for i := range runs {
 		// host-local reads every allocation file at each ADD (to find one
@@ -866,27 +879,13 @@ func statusWithSidecar(b *testing.B, n *testNet, dataDir, netready, tuning strin
 			late++
 		}
 		time.Sleep(time.Until(mtime.Add(statusGap)))
-		callStatus := func() {
-			start := time.Now()
-			if _, e := invokeBin(b, netready, "STATUS", n.pluginConf(nil)); e != nil {
-				b.Fatalf("STATUS: %+v", e)
-			}
-			status = append(status, time.Since(start))
-		}
-		callTuning := func() {
-			cmd := exec.Command(tuning)
-			cmd.Env = []string{"CNI_COMMAND=VERSION"}
-			start := time.Now()
-			cmd.Run()
-			bare = append(bare, time.Since(start))
-		}
 		// The first exec after the idle gap is slower (p99 +1 ms here,
 		// for either binary), so each goes first in half the calls.
 		if i%2 == 0 {
 			callStatus()
-			callTuning()
+			bare = append(bare, timeVersion(b, tuning))
 		} else {
-			callTuning()
+			bare = append(bare, timeVersion(b, tuning))
 			callStatus()
 		}
 	}
