@@ -912,6 +912,11 @@ func (c *Controller) readJournal(dir string) {
 func (c *Controller) startCheck(path string, m *marker.Marker) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	if _, indexed := c.markers[path]; !indexed {
+		// DEL removed it after it was read: a re-check now would live
+		// until the IP is reused, and count as pending all that time.
+		return
+	}
 	if st := c.checking[path]; st != nil {
 		if st.created.Equal(m.CreatedAt.Time) {
 			return
@@ -972,6 +977,10 @@ func (c *Controller) setPendingLocked() {
 func (c *Controller) stopCheck(path string) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.stopCheckLocked(path)
+}
+
+func (c *Controller) stopCheckLocked(path string) {
 	if st, ok := c.checking[path]; ok {
 		st.cancel()
 		delete(c.checking, path)
@@ -992,9 +1001,11 @@ func (c *Controller) stopAllChecks() {
 // forget drops what is known of a removed marker, and returns what it
 // named.
 func (c *Controller) forget(path string) (markerRef, bool) {
-	c.stopCheck(path)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	// One step with the unindexing: startCheck, under the same lock,
+	// then sees the path gone and starts nothing.
+	c.stopCheckLocked(path)
 	ref, ok := c.markers[path]
 	c.unindexLocked(path)
 	delete(c.logged, path)

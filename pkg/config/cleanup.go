@@ -1,6 +1,7 @@
 package config
 
 import (
+	"bytes"
 	"encoding/json"
 	"fmt"
 	"path/filepath"
@@ -20,6 +21,10 @@ type Cleanup struct {
 	LogFile  string
 	// ValidAttachments is GC's keep-list.
 	ValidAttachments []types.GCAttachment
+	// KeepListGiven is set when the entry holds an explicit keep-list,
+	// even an empty one. A missing or null "cni.dev/valid-attachments"
+	// says nothing about which attachments live, so GC removes nothing.
+	KeepListGiven bool
 	// KeepListErr is set when the keep-list cannot be read; GC must then
 	// remove nothing.
 	KeepListErr error
@@ -58,9 +63,11 @@ func ReadCleanup(stdin []byte) *Cleanup {
 	if json.Unmarshal(top["logFile"], &logFile) == nil && filepath.IsAbs(logFile) {
 		c.LogFile = logFile
 	}
-	if raw, ok := top["cni.dev/valid-attachments"]; ok {
+	if raw, ok := top["cni.dev/valid-attachments"]; ok && !bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
 		if err := json.Unmarshal(raw, &c.ValidAttachments); err != nil {
 			c.KeepListErr = fmt.Errorf(`cannot decode "cni.dev/valid-attachments": %w`, err)
+		} else {
+			c.KeepListGiven = true
 		}
 	}
 	return c

@@ -71,6 +71,8 @@ type Result struct {
 	Waited time.Duration
 	// Why the check is not ready, from its last probe.
 	Why string
+	// shown: a wake's event showed it met, with no probe of its own.
+	shown bool
 }
 
 // Outcome is the outcome of one wait.
@@ -128,8 +130,73 @@ const deadlineGrace = 50 * time.Millisecond
 // *NeverError as soon as one check can never succeed (its probe returned
 // an error wrapping checks.ErrNever); other probe errors are transient and
 // retried. Otherwise it returns the outcome, whose unmet checks say why.
+//
+// Ready is reported only once every check was probed again after the last
+// one was met: a check met early can regress while a slower one waits (an
+// agent re-creating its table), and a wake that showed a check met can be
+// followed by one that undoes it. A check found unmet then resumes the
+// wait.
 func Until(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error) {
 	opts.Defaults()
+	pause := opts.PollMin
+	for {
+		out, err := waitAll(ctx, cs, opts)
+		if err != nil || !out.Ready() {
+			return out, err
+		}
+		i, why, err := confirm(ctx, out.Results)
+		if i < 0 {
+			return out, nil
+		}
+		out.Results[i].Ready, out.Results[i].Why, out.Results[i].Waited = false, why, 0
+		out.Waited = time.Since(opts.Since)
+		if err != nil {
+			return out, &NeverError{Check: cs[i], Err: err}
+		}
+		if ctx.Err() != nil {
+			return out, nil
+		}
+		opts.Logf("check %s was met but no longer holds (%s); waiting again", checks.Describe(cs[i]), why)
+		// A check that keeps flapping must not spin.
+		select {
+		case <-ctx.Done():
+			return out, nil
+		case <-time.After(pause):
+		}
+		pause = min(2*pause, opts.PollMax)
+	}
+}
+
+// confirm probes every met check once more, but the one met last by a
+// probe of its own (nothing can have happened to it since). It returns the
+// index of the first check that no longer holds, with why, or -1; the
+// error is set when that check can never succeed.
+func confirm(ctx context.Context, rs []Result) (int, string, error) {
+	last := -1
+	for i, r := range rs {
+		if last < 0 || r.Waited > rs[last].Waited {
+			last = i
+		}
+	}
+	for i, r := range rs {
+		if i == last && !r.shown {
+			continue
+		}
+		ready, why, err := r.Check.Probe(ctx)
+		switch {
+		case errors.Is(err, checks.ErrNever):
+			return i, err.Error(), err
+		case err != nil:
+			return i, err.Error(), nil
+		case !ready:
+			return i, why, nil
+		}
+	}
+	return -1, "", nil
+}
+
+// waitAll is one wait of Until, without the confirmation.
+func waitAll(ctx context.Context, cs []checks.Check, opts Options) (Outcome, error) {
 	start := opts.Since
 	out := Outcome{Results: make([]Result, len(cs))}
 	if len(cs) == 0 {
@@ -296,6 +363,7 @@ func waitOne(ctx context.Context, hub *watch.Hub, c checks.Check, start time.Tim
 				// The event itself shows the check met; a probe would
 				// only read it back.
 				met()
+				res.shown = true
 				return res, nil
 			}
 		case <-timer.C:

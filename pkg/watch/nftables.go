@@ -126,13 +126,43 @@ func (tx *transaction) take(m netlink.Message, src Source) (Wake, bool) {
 		if src.Kind == NFTRule && names(m, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, src.Rule) {
 			tx.touched = true
 		}
+	case unix.NFT_MSG_DELCHAIN, unix.NFT_MSG_DELSET, unix.NFT_MSG_DELTABLE:
+		if tx.deletes(m, src) {
+			// What an earlier message added went with it, and the wake
+			// this sends replaces one that showed it (send): probe.
+			tx.touched, tx.holds = true, false
+		}
 	}
 	return Wake{}, false
 }
 
+// deletes reports whether m deletes the watched table, or the watched set
+// (NFTSet) or chain (NFTRule).
+func (tx *transaction) deletes(m netlink.Message, src Source) bool {
+	var fam uint8
+	var table, obj string
+	switch src.Kind {
+	case NFTSet:
+		fam, table, obj = src.Element.Family, src.Element.Table, src.Element.Set
+	case NFTRule:
+		fam, table, obj = src.Rule.Family, src.Rule.Table, src.Rule.Chain
+	default:
+		return false
+	}
+	switch m.Header.Type & 0xff {
+	case unix.NFT_MSG_DELTABLE:
+		return names(m, unix.NFTA_TABLE_NAME, 0, NFTRuleMatch{Family: fam, Table: table})
+	case unix.NFT_MSG_DELSET:
+		return src.Kind == NFTSet && names(m, unix.NFTA_SET_TABLE, unix.NFTA_SET_NAME, NFTRuleMatch{Family: fam, Table: table, Chain: obj})
+	case unix.NFT_MSG_DELCHAIN:
+		return src.Kind == NFTRule && names(m, unix.NFTA_CHAIN_TABLE, unix.NFTA_CHAIN_NAME, NFTRuleMatch{Family: fam, Table: table, Chain: obj})
+	}
+	return false
+}
+
 // names reports whether a message of want's family names want's table and
-// chain in the attributes tableAttr and chainAttr; a message that cannot be
-// read may, so it does.
+// chain in the attributes tableAttr and chainAttr (chainAttr 0: the table
+// alone); a message that cannot be read may, so it does.
 func names(m netlink.Message, tableAttr, chainAttr uint16, want NFTRuleMatch) bool {
 	if len(m.Data) < 4 {
 		return true
@@ -150,10 +180,12 @@ func names(m netlink.Message, tableAttr, chainAttr uint16, want NFTRuleMatch) bo
 		case tableAttr:
 			table = ad.String()
 		case chainAttr:
-			chain = ad.String()
+			if chainAttr != 0 {
+				chain = ad.String()
+			}
 		}
 	}
-	return ad.Err() != nil || (table == want.Table && chain == want.Chain)
+	return ad.Err() != nil || (table == want.Table && (chainAttr == 0 || chain == want.Chain))
 }
 
 // rule notes a message that added or removed a rule. A matching rule added

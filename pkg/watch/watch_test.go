@@ -462,3 +462,47 @@ func TestNFTSetAfterOverflow(t *testing.T) {
 		t.Error("after the overflow, the element's own change woke no one")
 	}
 }
+
+// TestNFTDeletionUndoesShows: on the real kernel, an element added and
+// then its table (or set) deleted and re-created in the same transaction,
+// or a matching rule added and then its chain deleted and re-created,
+// wakes with a wake that does not show the check met: the listener
+// probes, and finds the table empty. Deletions of another table's objects
+// wake no one.
+func TestNFTDeletionUndoesShows(t *testing.T) {
+	netns := newNetNS(t)
+	nftIn(t, netns, "add table inet t\nadd set inet t pods { type ipv4_addr; }\nadd chain inet t rules\nadd table inet u\nadd set inet u pods { type ipv4_addr; }\nadd chain inet u rules")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := NewHub(ctx)
+	defer h.Close()
+	set := make(chan Wake, 16)
+	if err := h.SubscribeTo(Source{Kind: NFTSet, NetNS: netns.Path(), Element: NFTElement{
+		Family: unix.NFPROTO_INET, Table: "t", Set: "pods", Key: string(net.ParseIP("10.9.0.5").To4())}}, set); err != nil {
+		t.Fatal(err)
+	}
+	rule := make(chan Wake, 16)
+	if err := h.SubscribeTo(Source{Kind: NFTRule, NetNS: netns.Path(), Rule: NFTRuleMatch{
+		Family: unix.NFPROTO_INET, Table: "t", Chain: "rules", Match: nftrule.NFTText("ip saddr 10.9.0.5 accept")}}, rule); err != nil {
+		t.Fatal(err)
+	}
+	// Decoys: another table's set and chain deleted.
+	nftIn(t, netns, "delete set inet u pods\ndelete chain inet u rules")
+	for _, step := range []struct {
+		name, script string
+		ch           chan Wake
+	}{
+		{"set: element added, then its table deleted and re-created", "add element inet t pods { 10.9.0.5 }\ndelete table inet t\nadd table inet t\nadd set inet t pods { type ipv4_addr; }\nadd chain inet t rules", set},
+		{"set: element added, then its set deleted and re-created", "add element inet t pods { 10.9.0.5 }\ndelete set inet t pods\nadd set inet t pods { type ipv4_addr; }", set},
+		{"rule: rule added, then its chain flushed, deleted and re-created", "add rule inet t rules ip saddr 10.9.0.5 accept\nflush chain inet t rules\ndelete chain inet t rules\nadd chain inet t rules", rule},
+	} {
+		nftIn(t, netns, step.script)
+		expectWake(t, step.name, step.ch, false)
+	}
+	// The table deletion of the first step woke the rule listener too.
+	drain(rule)
+	nftIn(t, netns, "delete table inet u")
+	if len(set) != 0 || len(rule) != 0 {
+		t.Errorf("another table's deletion woke: set %d, rule %d", len(set), len(rule))
+	}
+}

@@ -98,9 +98,9 @@ func BenchmarkAddStorm(b *testing.B) {
 				name = ""
 			}
 			row := fmt.Sprintf("  %-36s programmed after %4s: wall %5.2f s | CPU %5.2f s = %.2fx tuning (goal <= 2x: %s) | detection n=%d p50 %s p99 %s p99.9 %s, %d over 50 ms (goal p99 <= 50 ms: %s) | PSS %.1f MB summed over %d waiting ADDs | late: %d",
-				name, delay, r.wall.Seconds(), r.cpu, ratio, metOrMissed(ratio <= 2), len(r.detection),
+				name, delay, r.wall.Seconds(), r.cpu, ratio, verdict(ratio <= 2, r.detection), len(r.detection),
 				ms(percentile(r.detection, .5)), ms(p99), ms(percentile(r.detection, .999)), over(r.detection, 50*time.Millisecond),
-				metOrMissed(len(r.detection) > 0 && p99 <= 50*time.Millisecond), float64(r.pss)/1024, r.waiting, r.late)
+				verdict(p99 <= 50*time.Millisecond, r.detection), float64(r.pss)/1024, r.waiting, r.late)
 			if len(r.floor) > 0 {
 				row += fmt.Sprintf("\n  %-36s %20s floor, this process hearing the same event: n=%d p50 %s p99 %s p99.9 %s, %d over 50 ms", "", "", len(r.floor),
 					ms(percentile(r.floor, .5)), ms(percentile(r.floor, .99)), ms(percentile(r.floor, .999)), over(r.floor, 50*time.Millisecond))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -367,6 +368,53 @@ func TestGCKeepList(t *testing.T) {
 	want := map[string]bool{"kept": true, "dropped": false, "other network": true}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("markers present after GC (-want +got):\n%s", diff)
+	}
+}
+
+// TestGCWithoutKeepList: GC whose cni.dev/valid-attachments is null (what
+// libcni sends for a runtime with no sandboxes, as CRI-O does at start) or
+// missing says nothing about which attachments live, so it removes no
+// marker; an explicit empty list removes them all.
+func TestGCWithoutKeepList(t *testing.T) {
+	n := newNet(t, "bridge.conflist", nil)
+	a, b := newNS(t), newNS(t)
+	for _, ns := range []string{a.Path(), b.Path()} {
+		if _, err := n.add(ns); err != nil {
+			t.Fatal(err)
+		}
+	}
+	count := func() int {
+		entries, _ := os.ReadDir(filepath.Join(n.StateDir, n.Name))
+		c := 0
+		for _, e := range entries {
+			if strings.HasSuffix(e.Name(), ".json") {
+				c++
+			}
+		}
+		return c
+	}
+	cni, list := n.libcni()
+	if err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{}); err != nil {
+		t.Fatalf("GC with a null keep-list: %v", err)
+	}
+	if got := count(); got != 2 {
+		t.Errorf("markers after GC with a null keep-list = %d, want 2: null says nothing about which attachments live", got)
+	}
+	conf := map[string]any{}
+	json.Unmarshal(n.pluginConf(nil), &conf)
+	conf["cniVersion"] = "1.1.0"
+	stdin, _ := json.Marshal(conf)
+	if out, e := invoke(t, "GC", stdin, "CNI_PATH="+pluginPath); e != nil {
+		t.Fatalf("GC with no keep-list key = %+v (%s), want success", e, out)
+	}
+	if got := count(); got != 2 {
+		t.Errorf("markers after GC with no keep-list key = %d, want 2", got)
+	}
+	if err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{}}); err != nil {
+		t.Fatalf("GC with an empty keep-list: %v", err)
+	}
+	if got := count(); got != 0 {
+		t.Errorf("markers after GC with an explicit empty keep-list = %d, want 0", got)
 	}
 }
 

@@ -142,7 +142,8 @@ func TestSoak(t *testing.T) {
 	}
 	wg.Wait()
 	elapsed := time.Since(start)
-	if err := cni.GCNetworkList(ctx, list, &libcni.GCArgs{}); err != nil {
+	// An explicit empty keep-list: a null one removes nothing.
+	if err := cni.GCNetworkList(ctx, list, &libcni.GCArgs{ValidAttachments: []types.GCAttachment{}}); err != nil {
 		t.Errorf("final GC: %v", err)
 	}
 

@@ -182,7 +182,7 @@ func cmdDel(args *skel.CmdArgs) error {
 
 // cmdGC removes the markers of attachments the runtime no longer has. A
 // problem in a key it does not read is logged, never returned; a keep-list
-// it cannot read makes it remove nothing.
+// that is missing, null or unreadable makes it remove nothing.
 func cmdGC(args *skel.CmdArgs) error {
 	conf, problems := config.ParseCleanup(args.StdinData)
 	log := openLog(conf.LogFile, "GC", args)
@@ -194,6 +194,12 @@ func cmdGC(args *skel.CmdArgs) error {
 	}
 	if conf.Name == "" || conf.StateDir == "" {
 		log.Info("GC done: no usable name or stateDir")
+		return nil
+	}
+	if !conf.KeepListGiven {
+		// A runtime with no sandboxes may send null; one that sends no
+		// list at all has not said which attachments live either.
+		log.Info("GC done: no cni.dev/valid-attachments list, so nothing is removed")
 		return nil
 	}
 	keep := make([]marker.Key, 0, len(conf.ValidAttachments))
