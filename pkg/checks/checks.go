@@ -49,7 +49,7 @@ type Check interface {
 // cannot hang.
 func KernelOnly(c Check) bool {
 	switch c.(type) {
-	case *addressCheck, *routeCheck, *gatewayCheck, *nftSetCheck, *nftRuleCheck, *fileCheck:
+	case *addressCheck, *routeCheck, *gatewayCheck, *nftSetCheck, *nftRuleCheck, *fileCheck, *noIPCheck:
 		return true
 	}
 	return false
@@ -57,6 +57,15 @@ func KernelOnly(c Check) bool {
 
 // ErrNever marks a check that can never succeed, e.g. its netns is gone.
 var ErrNever = errors.New("can never succeed")
+
+// ErrNetnsGone marks, beside ErrNever, a pod netns that is gone or never
+// was: the one "never" that fails ADD whatever onTimeout says, as there is
+// no pod left to start.
+var ErrNetnsGone = errors.New("the pod netns is gone")
+
+func netnsGone(format string, args ...any) error {
+	return fmt.Errorf("%w: %w: %s", ErrNever, ErrNetnsGone, fmt.Sprintf(format, args...))
+}
 
 func never(format string, args ...any) error {
 	return fmt.Errorf("%w: %s", ErrNever, fmt.Sprintf(format, args...))
@@ -113,12 +122,12 @@ func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 		return e.pod, e.podErr
 	}
 	if e.NetNS == "" {
-		e.podErr = never("no pod netns (CNI_NETNS is empty)")
+		e.podErr = netnsGone("no pod netns (CNI_NETNS is empty)")
 		return nil, e.podErr
 	}
 	nsh, err := netns.GetFromPath(e.NetNS)
 	if errors.Is(err, unix.ENOENT) {
-		e.podErr = never("pod netns %s is gone: %v", e.NetNS, err)
+		e.podErr = netnsGone("pod netns %s: %v", e.NetNS, err)
 		return nil, e.podErr
 	}
 	if err != nil {
@@ -129,7 +138,7 @@ func (e *Env) PodHandle() (*netlinksafe.Handle, error) {
 	h, err := netlinksafe.NewHandleAt(nsh, unix.NETLINK_ROUTE)
 	if errors.Is(err, unix.EINVAL) {
 		// setns refuses a file that is not a netns: its mount is gone.
-		e.podErr = never("%s is no longer a network namespace: %v", e.NetNS, err)
+		e.podErr = netnsGone("%s is no longer a network namespace: %v", e.NetNS, err)
 		return nil, e.podErr
 	}
 	if err != nil {
@@ -237,11 +246,11 @@ func Build(confs []config.CheckConf, att *attachment.Attachment, env *Env) ([]Ch
 }
 
 func build(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]Check, error) {
+	if len(att.IPs) == 0 && perIPKind(cc) {
+		return []Check{&noIPCheck{kind: cc.Kind, env: env, ifName: att.IfName}}, nil
+	}
 	switch cc.Kind {
 	case config.KindAddress:
-		if len(att.IPs) == 0 {
-			return []Check{&addressCheck{env: env, ifName: att.IfName}}, nil
-		}
 		var out []Check
 		for _, ip := range att.IPs {
 			out = append(out, &addressCheck{env: env, ifName: att.IfName, ip: ip.Address.IP})
@@ -266,6 +275,20 @@ func build(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]Check,
 		return out, nil
 	}
 	return buildPolicy(cc, att, env)
+}
+
+// perIPKind reports whether a check is made once per pod IP, so that an
+// attachment without IPs would expand it to nothing.
+func perIPKind(cc *config.CheckConf) bool {
+	switch cc.Kind {
+	case config.KindAddress, config.KindRoute, config.KindGateway:
+		return true
+	case config.KindNFTables:
+		if cc.Set != "" {
+			return true
+		}
+	}
+	return cc.UsesIP()
 }
 
 // perIP expands a check's strings once per pod IP when it uses {{.IP}},

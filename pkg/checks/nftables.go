@@ -30,6 +30,11 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 	fam := nftFamilies[cc.Family]
 	if cc.Set != "" {
 		var out []Check
+		var hasV4, hasV6 bool
+		for _, ip := range att.IPs {
+			v4 := ip.Address.IP.To4() != nil
+			hasV4, hasV6 = hasV4 || v4, hasV6 || !v4
+		}
 		for _, ip := range att.IPs {
 			v4 := ip.Address.IP.To4() != nil
 			if (fam == nftables.TableFamilyIPv4 && !v4) || (fam == nftables.TableFamilyIPv6 && v4) {
@@ -39,7 +44,14 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 			if err := expandAll(att.Placeholders(ip.Address.IP), &table, &set); err != nil {
 				return nil, err
 			}
-			out = append(out, &nftSetCheck{env: env, family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP})
+			out = append(out, &nftSetCheck{env: env, family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP,
+				hasV4: hasV4, hasV6: hasV6})
+		}
+		if len(out) == 0 {
+			// An ip6 table for an IPv4-only pod (or the reverse) can
+			// never hold one of its addresses.
+			return nil, never("set %s/%s/%s is of family %s, and the pod has no address of that family (it has %s)",
+				cc.Family, cc.Table, cc.Set, cc.Family, strings.Join(att.IPStrings(), ", "))
 		}
 		return out, nil
 	}
@@ -65,6 +77,10 @@ type nftSetCheck struct {
 	family, table, set string
 	fam                nftables.TableFamily
 	ip                 net.IP
+	// The pod's address families: a set keyed on the other family than
+	// ip is met only where the pod has an address of that family, which
+	// its own check then judges.
+	hasV4, hasV6 bool
 }
 
 func (c *nftSetCheck) Kind() string { return config.KindNFTables }
@@ -123,10 +139,16 @@ func (c *nftSetCheck) Probe(context.Context) (bool, string, error) {
 		return false, err.Error(), nil
 	}
 	if set.KeyType.Bytes != uint32(len(key)) {
-		if set.KeyType == nftables.TypeIPAddr || set.KeyType == nftables.TypeIP6Addr {
+		switch {
+		case set.KeyType == nftables.TypeIPAddr && c.hasV4, set.KeyType == nftables.TypeIP6Addr && c.hasV6:
 			// An IPv4 set cannot hold the pod's IPv6 address, nor the
-			// reverse; the other family's set is another check.
+			// reverse; the pod's address of the set's family has its
+			// own check.
 			return true, "", nil
+		case set.KeyType == nftables.TypeIPAddr:
+			return false, "", never("set %s holds IPv4 addresses, and the pod has none", c.set)
+		case set.KeyType == nftables.TypeIP6Addr:
+			return false, "", never("set %s holds IPv6 addresses, and the pod has none", c.set)
 		}
 		return false, "", never("set %s has key type %s, not an IP address", c.set, set.KeyType.Name)
 	}

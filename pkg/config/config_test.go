@@ -326,7 +326,22 @@ func TestParseCleanup(t *testing.T) {
 		{
 			name:  "keep-list",
 			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":[{"containerID":"a","ifname":"eth0"}]}`,
-			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir, ValidAttachments: []types.GCAttachment{{ContainerID: "a", IfName: "eth0"}}},
+			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir, ValidAttachments: []types.GCAttachment{{ContainerID: "a", IfName: "eth0"}}, KeepListGiven: true},
+		},
+		{
+			name:  "empty keep-list: remove every marker",
+			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":[]}`,
+			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir, ValidAttachments: []types.GCAttachment{}, KeepListGiven: true},
+		},
+		{
+			name:  "null keep-list: remove nothing",
+			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready","cni.dev/valid-attachments":null}`,
+			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir},
+		},
+		{
+			name:  "no keep-list: remove nothing",
+			stdin: `{"cniVersion":"1.1.0","name":"podnet","type":"netready"}`,
+			want:  Cleanup{Name: "podnet", StateDir: DefaultStateDir},
 		},
 		{
 			name:         "unreadable keep-list",

@@ -17,7 +17,6 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
-	"github.com/netready/netready/pkg/wait"
 )
 
 // Version is the marker format version.
@@ -89,26 +88,22 @@ func (t *Time) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// New records an attachment and the outcome of its wait, which began at
-// start. It is ready; a caller that gave up makes it pending.
-func New(att *attachment.Attachment, o wait.Outcome, start time.Time) *Marker {
-	m := &Marker{
+// New records an attachment and its checks' results, whose wait began at
+// start and took waited. It is ready; a caller that gave up makes it
+// pending.
+func New(att *attachment.Attachment, checks []CheckResult, waited time.Duration, start time.Time) *Marker {
+	if checks == nil {
+		checks = []CheckResult{}
+	}
+	return &Marker{
 		Version: Version, Network: att.Network, ContainerID: att.ContainerID, IfName: att.IfName,
 		NetNS: att.NetNS, Pod: att.Pod, IPs: att.IPStrings(),
 		State:     StateReady,
 		CreatedAt: Time{start},
-		ReadyAt:   &Time{start.Add(o.Waited)},
-		WaitedMs:  o.Waited.Milliseconds(),
-		Checks:    make([]CheckResult, 0, len(o.Results)),
+		ReadyAt:   &Time{start.Add(waited)},
+		WaitedMs:  waited.Milliseconds(),
+		Checks:    checks,
 	}
-	for _, r := range o.Results {
-		cr := CheckResult{Kind: r.Check.Kind(), Target: r.Check.Target(), Ready: r.Ready, Why: r.Why}
-		if r.Ready {
-			cr.WaitedMs = r.Waited.Milliseconds()
-		}
-		m.Checks = append(m.Checks, cr)
-	}
-	return m
 }
 
 // Gateways maps each pod IP to its gateway, for a pending marker.

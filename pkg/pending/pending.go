@@ -77,7 +77,7 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 		if err != nil {
 			return nil, err
 		}
-		next := marker.New(att, out, m.CreatedAt.Time)
+		next := marker.New(att, out.CheckResults(), out.Waited, m.CreatedAt.Time)
 		if !out.Ready() {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/watch"
 )
 
@@ -91,6 +92,19 @@ func (o Outcome) Ready() bool {
 		}
 	}
 	return true
+}
+
+// CheckResults is the outcome as a marker records it.
+func (o Outcome) CheckResults() []marker.CheckResult {
+	out := make([]marker.CheckResult, 0, len(o.Results))
+	for _, r := range o.Results {
+		cr := marker.CheckResult{Kind: r.Check.Kind(), Target: r.Check.Target(), Ready: r.Ready, Why: r.Why}
+		if r.Ready {
+			cr.WaitedMs = r.Waited.Milliseconds()
+		}
+		out = append(out, cr)
+	}
+	return out
 }
 
 // Unmet lists the checks that are not ready, each with its target and why.
@@ -211,6 +225,8 @@ func waitAll(ctx context.Context, cs []checks.Check, opts Options) (Outcome, err
 	remaining := len(cs)
 	for i, c := range cs {
 		out.Results[i] = Result{Check: c}
+	}
+	for i, c := range cs {
 		if !checks.KernelOnly(c) {
 			continue
 		}

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"path/filepath"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/cni/pkg/skel"
@@ -47,18 +48,14 @@ func cmdAdd(args *skel.CmdArgs) error {
 	defer cancel()
 	env := checks.NewEnv(args.Netns)
 	defer env.Close()
-	cs, err := checks.Build(conf.Checks, att, env)
-	if err != nil {
-		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
-	}
-	res, err := wait.Until(ctx, cs, wait.Options{Since: start, Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
-	if err != nil {
-		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
+	results, waited, never := waitForChecks(ctx, conf, att, env, start, log)
+	if never != nil && (conf.OnTimeout == config.OnTimeoutFail || errors.Is(never, checks.ErrNetnsGone)) {
+		return logged(log, types.NewError(types.ErrInternal, "netready: "+never.Error(), ""))
 	}
 
 	store := marker.Store{Dir: conf.StateDir}
-	m := marker.New(att, res, start)
-	if !res.Ready() {
+	m := marker.New(att, results, waited, start)
+	if unmet := unmetChecks(results); unmet != "" {
 		if conf.OnTimeout == config.OnTimeoutFail {
 			// A marker left by an earlier ADD must not claim readiness now.
 			if err := store.Remove(markerKey(att)); err != nil {
@@ -70,8 +67,10 @@ func cmdAdd(args *skel.CmdArgs) error {
 				log.Warn("cannot record the timeout", "err", err)
 			}
 			return logged(log, types.NewError(types.ErrTryAgainLater,
-				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, res.Unmet()), ""))
+				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, unmet), ""))
 		}
+		// proceed: the pod starts, its readiness waits. A check that can
+		// never be met costs readiness, never the pod's start.
 		m.State = marker.StatePending
 		m.ReadyAt = nil
 		m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
@@ -79,8 +78,43 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
 	}
-	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", res.Unmet())
+	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", unmetChecks(results))
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+}
+
+// waitForChecks builds the attachment's checks and waits on them until
+// ctx ends. It returns each check's result and how long the wait took; when
+// a check can never be met (a build error, a NeverError), also that error,
+// with the results naming it as unmet.
+func waitForChecks(ctx context.Context, conf *config.NetConf, att *attachment.Attachment, env *checks.Env, start time.Time, log *slog.Logger) ([]marker.CheckResult, time.Duration, error) {
+	neverMet := func(kind, target string, err error) ([]marker.CheckResult, time.Duration, error) {
+		return []marker.CheckResult{{Kind: kind, Target: target, Why: err.Error()}}, time.Since(start), err
+	}
+	if err := checks.FillIPs(att, env); err != nil {
+		return neverMet("address", att.IfName, err)
+	}
+	cs, err := checks.Build(conf.Checks, att, env)
+	if err != nil {
+		return neverMet("checks", "(configured)", err)
+	}
+	res, err := wait.Until(ctx, cs, wait.Options{Since: start, Logf: func(f string, a ...any) { log.Warn(fmt.Sprintf(f, a...)) }})
+	return res.CheckResults(), res.Waited, err
+}
+
+// unmetChecks lists the unmet checks, each with its target and why, or "".
+func unmetChecks(rs []marker.CheckResult) string {
+	var parts []string
+	for _, r := range rs {
+		if r.Ready {
+			continue
+		}
+		s := r.Kind + " " + r.Target
+		if r.Why != "" {
+			s += " (" + r.Why + ")"
+		}
+		parts = append(parts, s)
+	}
+	return strings.Join(parts, "; ")
 }
 
 // journalTimeout appends a fail-mode timeout to the network's outcome
@@ -107,6 +141,13 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err != nil {
 		return logged(log, err)
 	}
+	env := checks.NewEnv(args.Netns)
+	defer env.Close()
+	// As ADD did: the marker records the interface's own addresses when
+	// the result lists none.
+	if err := checks.FillIPs(att, env); err != nil {
+		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
+	}
 	m, err := marker.Store{Dir: conf.StateDir}.Read(markerKey(att))
 	if errors.Is(err, fs.ErrNotExist) {
 		return logged(log, types.NewError(types.ErrInternal, "netready: no marker for this attachment: ADD did not complete through netready", ""))
@@ -124,8 +165,6 @@ func cmdCheck(args *skel.CmdArgs) error {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), min(conf.Timeout, checkBudget))
 	defer cancel()
-	env := checks.NewEnv(args.Netns)
-	defer env.Close()
 	if err := probeDatapath(ctx, conf.Checks, att, env); err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+err.Error(), ""))
 	}
