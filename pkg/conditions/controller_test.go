@@ -347,9 +347,12 @@ func TestSandboxUp(t *testing.T) {
 	}
 }
 
-// TestFailedRecheckIsNotRestarted: a re-check that ends for good (the pod's
-// netns is gone) is not started again for the same marker, however often
-// the pod is processed; a rewritten marker starts a new one.
+// TestFailedRecheckIsNotRestarted: a re-check ends only for good (the pod's
+// netns is gone, a check that can never be met, the marker removed or
+// rewritten); a write that fails for a while (ENOSPC, EMFILE) is retried
+// inside it (pending.TestRecheckRetriesAFailedWrite). One that ended is
+// not started again for the same marker, however often the pod is
+// processed; a rewritten marker starts a new one.
 func TestFailedRecheckIsNotRestarted(t *testing.T) {
 	pod := gatedPod("gone", "u-gone")
 	h := start(t, nil, pod)

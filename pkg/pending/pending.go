@@ -43,10 +43,17 @@ func (s Schedule) Gap(created, t time.Time, n int) time.Duration {
 	return min(gap, s.MaxGap)
 }
 
+// writeRetryMin is the first pause after a marker write that failed for a
+// reason that passes (ENOSPC on /run, EMFILE); it doubles up to MaxGap.
+const writeRetryMin = time.Second
+
 // Recheck waits on m's checks until they all hold, then writes m as ready
 // and returns it. After a round that did not finish, progress gets m with
 // the checks' current reasons. It stops with ctx, or with an error when a
-// check can never succeed (the pod is gone) or the marker was removed (DEL).
+// check can never succeed (the pod or its netns is gone), the marker was
+// removed (DEL) or rewritten (a new ADD). A write that fails otherwise is
+// retried with backoff: giving up would leave the pod not ready until the
+// sidecar restarts.
 func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
 	if m.Pending == nil {
 		return nil, errors.New("marker is not pending")
@@ -62,6 +69,7 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 		return nil, err
 	}
 	late := 0
+	writeRetry := writeRetryMin
 	for {
 		if gap := s.Gap(m.CreatedAt.Time, time.Now(), late); gap > 0 {
 			late++
@@ -97,7 +105,19 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 		case errors.Is(err, atomicfile.ErrChanged):
 			return nil, fmt.Errorf("marker rewritten while its checks ran: %w", err)
 		case err != nil:
-			return nil, err
+			// The checks hold but the marker cannot say so yet: stay
+			// pending, say why, and look again after a pause.
+			next.State, next.ReadyAt, next.Pending = marker.StatePending, nil, m.Pending
+			next.Checks = append(next.Checks, marker.CheckResult{Kind: "marker", Target: "write",
+				Why: fmt.Sprintf("the checks hold, but the ready marker cannot be written (%v); retrying in %s", err, writeRetry)})
+			progress(next)
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(writeRetry):
+			}
+			writeRetry = min(2*writeRetry, max(s.MaxGap, writeRetryMin))
+			continue
 		}
 		return next, nil
 	}

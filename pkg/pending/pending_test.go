@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"golang.org/x/sys/unix"
+
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
 )
@@ -131,5 +133,86 @@ func TestRecheckNeverUndoesDELOrNewADD(t *testing.T) {
 				t.Errorf("files left: %v", entries)
 			}
 		})
+	}
+}
+
+// TestRecheckRetriesAFailedWrite: on a real tmpfs that is full (ENOSPC on
+// /run), a re-check whose checks hold cannot write the ready marker; it
+// says so in its progress and tries again, and writes it once space is
+// back, instead of ending for good.
+func TestRecheckRetriesAFailedWrite(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Fatal("needs root to mount a tmpfs: run `make test` as root")
+	}
+	dir := t.TempDir()
+	state := filepath.Join(dir, "state")
+	os.MkdirAll(state, 0o755)
+	if err := unix.Mount("tmpfs", state, "tmpfs", 0, "size=256k"); err != nil {
+		t.Fatalf("mount tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(state, unix.MNT_DETACH) })
+	s := marker.Store{Dir: state}
+	flag := filepath.Join(dir, "programmed")
+	m := &marker.Marker{
+		Version: marker.Version, Network: "podnet", ContainerID: "c1", IfName: "eth0", IPs: []string{"10.200.0.5/24"},
+		State: marker.StatePending, CreatedAt: marker.Time{Time: time.Now().Truncate(time.Millisecond)},
+		Pending: &marker.Pending{Checks: []config.CheckConf{{Kind: config.KindFile, Path: flag}}},
+	}
+	if err := s.Write(m); err != nil {
+		t.Fatal(err)
+	}
+	filler := filepath.Join(state, "filler")
+	f, err := os.Create(filler)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for chunk := make([]byte, 4096); ; {
+		if _, err := f.Write(chunk); err != nil {
+			if !errors.Is(err, unix.ENOSPC) {
+				t.Fatalf("filling the tmpfs: %v", err)
+			}
+			break
+		}
+	}
+	f.Close()
+	os.WriteFile(flag, nil, 0o644)
+
+	failed := make(chan string, 16)
+	progress := func(p *marker.Marker) {
+		for _, c := range p.Checks {
+			if c.Kind == "marker" {
+				select {
+				case failed <- c.Why:
+				default:
+				}
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := Recheck(ctx, s, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: 2 * time.Second}, progress)
+		done <- err
+	}()
+	select {
+	case why := <-failed:
+		if !strings.Contains(why, "no space left on device") {
+			t.Errorf("progress = %q, want it to name ENOSPC", why)
+		}
+	case err := <-done:
+		t.Fatalf("Recheck ended (%v) while the marker could not be written, want it to retry", err)
+	case <-time.After(10 * time.Second):
+		t.Fatal("no progress told of the failed write")
+	}
+	if got, err := s.Read(marker.Key{Network: "podnet", ContainerID: "c1", IfName: "eth0"}); err != nil || got.State != marker.StatePending {
+		t.Fatalf("marker while the tmpfs is full: %+v, %v; want the pending one", got, err)
+	}
+	os.Remove(filler)
+	if err := <-done; err != nil {
+		t.Fatalf("Recheck after space came back = %v, want the ready marker written", err)
+	}
+	if got, err := s.Read(marker.Key{Network: "podnet", ContainerID: "c1", IfName: "eth0"}); err != nil || got.State != marker.StateReady {
+		t.Errorf("marker after space came back: %+v, %v; want ready", got, err)
 	}
 }
