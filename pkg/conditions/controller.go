@@ -40,6 +40,7 @@ import (
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/status"
 )
 
 // Retries back off from retryMin to retryMax per pod, so that an API
@@ -133,7 +134,9 @@ type Controller struct {
 	// journals follow each network's outcome journal; the main loop alone
 	// uses them.
 	journals map[string]*outcome.Reader
-	scanned  bool
+	// configNotes: network -> the message of its refused entry.
+	configNotes map[string]string
+	scanned     bool
 	sent     map[types.UID]sentCondition // what was last patched, per pod
 	// unreadable holds markers that exist but could not be read, with
 	// why. One that is also in markers keeps its pod not ready; one that
@@ -194,7 +197,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
-		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{},
+		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, configNotes: map[string]string{},
 		unreadable: map[string]error{}, refused: map[types.UID]refusal{}, gated: map[types.UID]bool{},
 	}
 }
@@ -344,6 +347,7 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 		}
 		listed[dir] = true
 		c.readJournal(dir)
+		c.readConfigNote(dir)
 		for _, f := range files {
 			if isMarker(f.Name()) {
 				path := filepath.Join(dir, f.Name())
@@ -397,6 +401,8 @@ func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 		c.onMarker(ev.Name)
 	case base == outcome.FileName:
 		c.readJournal(filepath.Dir(ev.Name))
+	case base == status.InvalidConfigFile:
+		c.readConfigNote(filepath.Dir(ev.Name))
 	}
 }
 

@@ -34,7 +34,22 @@ type StatusConf struct {
 	PoolAction string      `json:"poolAction,omitempty"`
 	ConfDir    string      `json:"confDir,omitempty"`
 	Agents     []AgentConf `json:"agents,omitempty"`
+	// FailAfter is how long an agent must fail without a break before it
+	// fails STATUS: an agent's own rolling update must not turn the node
+	// NotReady. "0s" fails STATUS at the first miss.
+	FailAfter string `json:"failAfter,omitempty"`
+
+	// FailAfterDuration is FailAfter parsed.
+	FailAfterDuration time.Duration `json:"-"`
 }
+
+// DefaultFailAfter is status.failAfter's default: longer than a CNI
+// agent's rolling update (10-15 s), well under kubelet's eviction delays.
+const DefaultFailAfter = 30 * time.Second
+
+// maxFailAfter bounds status.failAfter: beyond it, a dead agent would go
+// unreported for longer than an operator would wait for a page.
+const maxFailAfter = time.Hour
 
 // AgentConf is one agent whose health STATUS requires.
 type AgentConf struct {
@@ -66,6 +81,9 @@ func (s *StatusConf) Defaults() {
 	if s.ConfDir == "" {
 		s.ConfDir = DefaultConfDir
 	}
+	if s.FailAfter == "" {
+		s.FailAfterDuration = DefaultFailAfter
+	}
 }
 
 // Validate checks the block; errors name the key.
@@ -87,6 +105,14 @@ func (s *StatusConf) Validate() error {
 	}
 	if !filepath.IsAbs(s.ConfDir) {
 		errs = append(errs, fmt.Errorf(`"confDir" %q must be an absolute path`, s.ConfDir))
+	}
+	if s.FailAfter != "" {
+		d, err := time.ParseDuration(s.FailAfter)
+		if err != nil || d < 0 || d > maxFailAfter {
+			errs = append(errs, fmt.Errorf(`"failAfter" %q must be a Go duration between 0s and %s, such as "30s"`, s.FailAfter, maxFailAfter))
+		} else {
+			s.FailAfterDuration = d
+		}
 	}
 	for i := range s.Agents {
 		if err := s.Agents[i].Validate(); err != nil {

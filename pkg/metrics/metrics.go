@@ -24,6 +24,7 @@ type Metrics struct {
 	PendingOldest  prometheus.Gauge
 	GatedPods      prometheus.Gauge
 	AddWait        *prometheus.HistogramVec
+	ConfigInvalid  *prometheus.GaugeVec
 }
 
 // New registers every series with reg.
@@ -80,6 +81,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_gated_pods",
 			Help: "Pods of this node that carry netready's readiness gate: while the sidecar is down, they cannot turn Ready (the NetreadyDown alert reads its last value).",
 		}),
+		ConfigInvalid: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_config_invalid",
+			Help: "1 while this node's netready entry for the network is refused by ADD (code 7), which STATUS does not report: pods of that network fail to start. 0 once it is accepted again.",
+		}, []string{"network"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -92,6 +97,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
-		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -64,27 +65,50 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 		probeCtx, cancel = context.WithDeadline(ctx, d.Add(-probeMargin))
 		defer cancel()
 	}
+	agentErrs := map[string]error{}
+	answered := make([]bool, len(conf.Status.Agents))
 	for i := range conf.Status.Agents {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := checkAgent(probeCtx, &conf.Status.Agents[i], time.Now()); err != nil {
-				fail(err)
+			err := checkAgent(probeCtx, &conf.Status.Agents[i], time.Now())
+			mu.Lock()
+			defer mu.Unlock()
+			answered[i] = true
+			if err != nil {
+				agentErrs[agentKey(&conf.Status.Agents[i])] = err
 			}
 		}()
 	}
 	// Wait for the probes, but never past the deadline: a probe that
-	// hangs is reported as not answering.
+	// hangs counts as a failure of its agent.
 	done := make(chan struct{})
 	go func() { wg.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
-		fail(errors.New("agents did not all answer within the STATUS budget"))
 	}
 	mu.Lock()
 	defer mu.Unlock()
+	for i := range conf.Status.Agents {
+		a := &conf.Status.Agents[i]
+		if !answered[i] {
+			agentErrs[agentKey(a)] = fmt.Errorf("agent %s%s did not answer within the STATUS budget", a.URL, a.Path)
+		}
+	}
+	lasting, err := judgeAgents(conf.StateDir, conf.Name, conf.Status.Agents, agentErrs, conf.Status.FailAfterDuration, time.Now())
+	if err != nil {
+		// Without the record, a failure is reported at once rather than
+		// never.
+		for _, e := range agentErrs {
+			lasting = append(lasting, e)
+		}
+	}
+	for _, e := range lasting {
+		errs = append(errs, e.Error())
+	}
 	if len(errs) > 0 {
+		slices.Sort(errs)
 		return errors.New(strings.Join(errs, "; "))
 	}
 	return nil

@@ -203,7 +203,7 @@ func TestStatusAgentExpect(t *testing.T) {
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
 	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
-		n.Netready()["status"] = map[string]any{"agents": []any{map[string]any{"kind": "http", "url": "http://" + l.Addr().String() + "/v1/healthz",
+		n.Netready()["status"] = map[string]any{"failAfter": "0s", "agents": []any{map[string]any{"kind": "http", "url": "http://" + l.Addr().String() + "/v1/healthz",
 			"expect": []any{map[string]any{"path": "cilium.state", "equals": "Ok"}}}}}
 	})
 	cni, list := n.libcni()

@@ -82,6 +82,8 @@ func TestCRIO(t *testing.T) {
 	heartbeat := filepath.Join(t.TempDir(), "heartbeat")
 	n, agent := newAgentNet(t, "crio.conflist", delay, func(n *testNet, list map[string]any) {
 		n.Netready()["status"].(map[string]any)["agents"].([]any)[0].(map[string]any)["path"] = heartbeat
+		// The stale heartbeat below must fail STATUS at once.
+		n.Netready()["status"].(map[string]any)["failAfter"] = "0s"
 	})
 	hb := startHeartbeat(t, heartbeat)
 	entry := n.shipWithoutNetready()

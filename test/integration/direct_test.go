@@ -26,6 +26,7 @@ import (
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/status"
 	"github.com/netready/netready/pkg/wait"
 	"github.com/netready/netready/pkg/watch"
 )
@@ -45,18 +46,21 @@ func TestAddWithoutPrevResult(t *testing.T) {
 	}
 }
 
-// TestInvalidConfigThroughLibcni: a bad key fails ADD with code 7 and
-// STATUS with code 50, both naming the key.
+// TestInvalidConfigThroughLibcni: a bad key fails ADD with code 7 naming
+// the key. STATUS stays green (a typo must not take the node NotReady) and
+// leaves the message, naming every key, for the sidecar.
 func TestInvalidConfigThroughLibcni(t *testing.T) {
 	n := newNet(t, "bridge.conflist", func(n *testNet, _ map[string]any) {
 		n.Netready()["timeout"] = "10 minutes"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "bgp"}}
 	})
 	cni, list := n.libcni()
-	err := cni.GetStatusNetworkList(context.Background(), list)
-	if cniCode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), `invalid configuration: "timeout" "10 minutes"`) ||
-		!strings.Contains(err.Error(), `unknown check "kind" "bgp"`) {
-		t.Errorf("STATUS with a bad config = %v (code %d), want code 50 naming timeout and the kind", err, cniCode(err))
+	if err := cni.GetStatusNetworkList(context.Background(), list); err != nil {
+		t.Errorf("STATUS with a bad entry = %v (code %d), want success: netready's own entry never fails STATUS", err, cniCode(err))
+	}
+	note, err := os.ReadFile(filepath.Join(n.StateDir, n.Name, status.InvalidConfigFile))
+	if err != nil || !strings.Contains(string(note), `invalid configuration: "timeout" "10 minutes"`) || !strings.Contains(string(note), `unknown check "kind" "bgp"`) {
+		t.Errorf("the note for the sidecar = %q, %v; want the message naming timeout and the kind", note, err)
 	}
 	netns := newNS(t)
 	_, err = cni.AddNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "bad-" + n.ID, NetNS: netns.Path(), IfName: "eth0"})

@@ -26,6 +26,7 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/containernetworking/plugins/pkg/testutils"
 
+	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
 )
 
@@ -200,7 +201,9 @@ func (n *testNet) Netready() map[string]any {
 
 func (n *testNet) write() {
 	data, _ := json.MarshalIndent(n.List, "", "  ")
-	if err := os.WriteFile(filepath.Join(n.ConfDir, n.Name+".conflist"), data, 0o644); err != nil {
+	// Atomically: a runtime that reads a half-written file takes the
+	// node's network down.
+	if err := atomicfile.Write(filepath.Join(n.ConfDir, n.Name+".conflist"), data, 0o644); err != nil {
 		n.t.Fatal(err)
 	}
 }

@@ -82,7 +82,7 @@ func TestStatusPoolAndAgents(t *testing.T) {
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{
-			"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready",
+			"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready", "failAfter": "0s",
 			"agents": []any{
 				map[string]any{"kind": "file", "path": heartbeat, "maxAge": "30s"},
 				map[string]any{"kind": "http", "url": agent.URL + "/liveness"},

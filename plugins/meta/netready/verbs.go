@@ -33,6 +33,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	start := time.Now()
 	conf, err := config.Parse(args.StdinData)
 	if err != nil {
+		noteInvalidConfig(args, "ADD", err)
 		return err
 	}
 	log := openLog(conf.LogFile, "ADD", args)
@@ -77,6 +78,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
+	}
+	if err := status.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
+		log.Warn("cannot clear the note of an invalid entry", "err", err)
 	}
 	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", unmetChecks(results))
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
@@ -254,14 +258,17 @@ func cmdGC(args *skel.CmdArgs) error {
 }
 
 // cmdStatus says whether this host can take ADDs. An entry that ADD would
-// refuse makes it fail too, with the same message, as code 50.
+// refuse does not fail it: a typo would take the node NotReady and every
+// pod on it out of its Services, while ADD reports the entry (code 7) and
+// the sidecar raises it from the note left here.
 func cmdStatus(args *skel.CmdArgs) error {
 	conf, err := config.Parse(args.StdinData)
 	if err != nil {
-		c := config.ReadCleanup(args.StdinData)
-		log := openLog(c.LogFile, "STATUS", args)
-		return logged(log, types.NewError(types.ErrPluginNotAvailable,
-			fmt.Sprintf("netready: network %q: %s", c.Name, config.InvalidMessage(err)), ""))
+		noteInvalidConfig(args, "STATUS", err)
+		return nil
+	}
+	if err := status.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
+		openLog(conf.LogFile, "STATUS", args).Warn("cannot clear the note of an invalid entry", "err", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
 	defer cancel()
@@ -271,6 +278,18 @@ func cmdStatus(args *skel.CmdArgs) error {
 			fmt.Sprintf("netready: network %q: %v", conf.Name, err), ""))
 	}
 	return nil
+}
+
+// noteInvalidConfig logs an entry that verb refused and leaves its message
+// for the sidecar.
+func noteInvalidConfig(args *skel.CmdArgs, verb string, err error) {
+	c := config.ReadCleanup(args.StdinData)
+	log := openLog(c.LogFile, verb, args)
+	msg := fmt.Sprintf("netready: network %q: %s", c.Name, config.InvalidMessage(err))
+	log.Error("the netready entry is invalid; ADD refuses it (code 7), STATUS stays green", "err", msg)
+	if err := status.NoteInvalidConfig(c.StateDir, c.Name, msg); err != nil {
+		log.Warn("cannot leave the note of an invalid entry for the sidecar", "err", err)
+	}
 }
 
 // newAttachment gathers who the attachment is; prevResult must be parsed.
