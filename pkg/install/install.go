@@ -1,6 +1,7 @@
 package install
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -33,7 +34,15 @@ type installer struct {
 	binaryOK bool
 	// warned holds the files (and versions) already warned about.
 	warned map[string]bool
+	// beforeWrite, when set, runs between reading a config and writing
+	// what was made from it: tests put a vendor's rewrite there.
+	beforeWrite func(path string)
 }
+
+// changedRetries bounds how often one ensure or uninstall reads a config
+// again because it changed between the read and the write; past it, the
+// next event or resync tries again.
+const changedRetries = 5
 
 func newInstaller(o Options, log *slog.Logger) *installer {
 	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}}
@@ -91,36 +100,39 @@ func (in *installer) installOnce(ctx context.Context) error {
 // conflist.ErrUnsettled while an earlier file is invalid, and a refusal
 // when the entry or the mode cannot work with the runtime's file.
 func (in *installer) ensure() error {
-	f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network)
-	if err != nil {
+	// A config that cannot take the entry changes nothing, the binary
+	// included.
+	if _, _, err := in.prepare(); err != nil {
 		return err
 	}
-	entry, err := conflist.Entry(in.opts.snippet)
-	if err != nil {
-		return refusal{err}
-	}
-	// The runtime hands the plugin the entry with the file's name and
-	// cniVersion: validate exactly that, with the plugin's own rules.
-	merged, err := f.Merged(entry)
-	if err != nil {
-		return refusal{err}
-	}
-	if _, err := config.Parse(merged); err != nil {
-		return refuse("%s: %s", f.Path, config.InvalidMessage(err))
-	}
-	if in.opts.Mode == ModePluginDir {
-		if ok, why := f.LoadsPluginDir(); !ok {
-			return refuse("--mode plugin-dir: %s; use --mode conflist", why)
-		}
-	}
-	in.warnOldVersion(f)
-	// The binary goes in before the entry that makes the runtime use it.
+	// The binary next: copying and comparing it takes long, so the
+	// config is read again after it, and written only over what was read.
 	if !in.binaryOK {
 		if err := in.copyBinary(); err != nil {
 			return err
 		}
 		in.binaryOK = true
 	}
+	var err error
+	for range changedRetries {
+		if err = in.ensureOnce(); !errors.Is(err, atomicfile.ErrChanged) {
+			return err
+		}
+		in.log.Info("the CNI config changed while netready was adding its entry; reading it again", "err", err)
+	}
+	return err
+}
+
+// ensureOnce reads the runtime's config and writes it back with the entry,
+// only over the very content it read: a vendor's rewrite in between (a new
+// MTU, IPAM or token) is never lost. It returns an error wrapping
+// atomicfile.ErrChanged when the file changed meanwhile.
+func (in *installer) ensureOnce() error {
+	f, entry, err := in.prepare()
+	if err != nil {
+		return err
+	}
+	in.warnOldVersion(f)
 	if in.opts.Mode == ModePluginDir {
 		return in.ensurePluginDir(f, entry)
 	}
@@ -129,13 +141,28 @@ func (in *installer) ensure() error {
 		return err
 	}
 	target := f.ListPath()
-	changed, err := in.write(target, data, f.Mode)
+	if in.beforeWrite != nil {
+		in.beforeWrite(f.Path)
+	}
+	var changed bool
+	if target == f.Path {
+		changed, err = in.replace(f, data)
+	} else {
+		changed, err = in.write(target, data, f.Mode)
+	}
 	if err != nil {
 		return err
 	}
 	if target != f.Path {
 		// A .conf became a .conflist: the new file is in place before the
-		// old one goes, so the runtime never sees neither.
+		// old one goes, so the runtime never sees neither. A .conf that
+		// changed meanwhile stays, and the .conflist made from its old
+		// content goes.
+		if now, err := os.ReadFile(f.Path); err == nil && !bytes.Equal(now, f.Raw) {
+			os.Remove(target)
+			delete(in.written, target)
+			return fmt.Errorf("convert %s: %w", f.Path, atomicfile.ErrChanged)
+		}
 		if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("remove %s after converting it: %w", f.Path, err)
 		}
@@ -148,6 +175,34 @@ func (in *installer) ensure() error {
 		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
 	}
 	return nil
+}
+
+// prepare reads the config the runtime uses and the entry, and checks that
+// the two work together.
+func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
+	f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network)
+	if err != nil {
+		return nil, nil, err
+	}
+	entry, err := conflist.Entry(in.opts.snippet)
+	if err != nil {
+		return nil, nil, refusal{err}
+	}
+	// The runtime hands the plugin the entry with the file's name and
+	// cniVersion: validate exactly that, with the plugin's own rules.
+	merged, err := f.Merged(entry)
+	if err != nil {
+		return nil, nil, refusal{err}
+	}
+	if _, err := config.Parse(merged); err != nil {
+		return nil, nil, refuse("%s: %s", f.Path, config.InvalidMessage(err))
+	}
+	if in.opts.Mode == ModePluginDir {
+		if ok, why := f.LoadsPluginDir(); !ok {
+			return nil, nil, refuse("--mode plugin-dir: %s; use --mode conflist", why)
+		}
+	}
+	return f, entry, nil
 }
 
 // minVerbsVersion is the first cniVersion for which runtimes call STATUS
@@ -187,6 +242,29 @@ func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, er
 	return changed, nil
 }
 
+// replace writes data over the config f was read from, only if the file
+// still holds what was read (atomicfile.Replace), and notes reverts as
+// write does. It returns an error wrapping atomicfile.ErrChanged when the
+// file changed meanwhile, and false when data is what it holds already.
+func (in *installer) replace(f *conflist.File, data []byte) (bool, error) {
+	if bytes.Equal(data, f.Raw) {
+		return false, nil
+	}
+	err := atomicfile.Replace(f.Path, data, f.Mode, func(old []byte) bool { return bytes.Equal(old, f.Raw) })
+	if errors.Is(err, fs.ErrNotExist) {
+		// Removed meanwhile: read the folder again.
+		err = fmt.Errorf("%s went away: %w", f.Path, atomicfile.ErrChanged)
+	}
+	if err != nil {
+		return false, err
+	}
+	if _, before := in.written[f.Path]; before {
+		in.noteRevert(f.Path)
+	}
+	in.written[f.Path] = data
+	return true, nil
+}
+
 // revertWarnAfter reverts within revertWindow make a warning: another
 // agent keeps rewriting the file and the two fight.
 const (
@@ -207,50 +285,6 @@ func (in *installer) noteRevert(path string) {
 	}
 }
 
-// pluginDirName is netready's file in the network's plugin folder.
-const pluginDirName = "netready.conf"
-
-// ensurePluginDir writes <confDir>/<network>/netready.conf, which libcni
-// 1.3+ appends to the network's chain, and takes a netready entry out of
-// the primary's file if an earlier conflist-mode install left one.
-func (in *installer) ensurePluginDir(f *conflist.File, entry json.RawMessage) error {
-	if f.HasEntry() {
-		data, _, err := f.WithoutEntry()
-		if err != nil {
-			return err
-		}
-		if _, err := in.write(f.Path, data, f.Mode); err != nil {
-			return err
-		}
-	}
-	dir := filepath.Join(in.opts.ConfDir, f.Network)
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	var pretty []byte
-	pretty, err := json.MarshalIndent(json.RawMessage(entry), "", "  ")
-	if err != nil {
-		return err
-	}
-	changed, err := in.write(filepath.Join(dir, pluginDirName), append(pretty, '\n'), 0o644)
-	if err != nil || !changed {
-		return err
-	}
-	in.log.Info("netready is in the network's plugin folder", "file", filepath.Join(dir, pluginDirName))
-	return pokeDir(in.opts.ConfDir)
-}
-
-// pokeDir makes an event in dir: runtimes watch the config folder, not the
-// network's plugin folder below it, and reload on any event.
-func pokeDir(dir string) error {
-	f, err := os.CreateTemp(dir, ".netready-reload-")
-	if err != nil {
-		return err
-	}
-	f.Close()
-	return os.Remove(f.Name())
-}
-
 // copyBinary puts the plugin into the bin folder atomically.
 func (in *installer) copyBinary() error {
 	data, err := os.ReadFile(in.opts.PluginBinary)
@@ -263,47 +297,6 @@ func (in *installer) copyBinary() error {
 	}
 	if changed {
 		in.log.Info("installed the plugin binary", "path", filepath.Join(in.opts.BinDir, conflist.PluginType))
-	}
-	return nil
-}
-
-// uninstall takes netready's entry out of every config in the folder and
-// its plugin-folder file. It touches nothing else: the binary stays, unused.
-func (in *installer) uninstall() error {
-	entries, err := os.ReadDir(in.opts.ConfDir)
-	if err != nil {
-		return err
-	}
-	for _, e := range entries {
-		path := filepath.Join(in.opts.ConfDir, e.Name())
-		if e.IsDir() {
-			p := filepath.Join(path, pluginDirName)
-			if err := os.Remove(p); err == nil {
-				in.log.Info("removed", "file", p)
-				os.Remove(path) // only if empty
-				if err := pokeDir(in.opts.ConfDir); err != nil {
-					return err
-				}
-			} else if !errors.Is(err, fs.ErrNotExist) {
-				return err
-			}
-			continue
-		}
-		if !conflist.IsConfigName(e.Name()) {
-			continue
-		}
-		f, err := conflist.Load(path)
-		if err != nil || !f.HasEntry() {
-			continue
-		}
-		data, _, err := f.WithoutEntry()
-		if err != nil {
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		if err := atomicfile.Write(path, data, f.Mode); err != nil {
-			return err
-		}
-		in.log.Info("removed netready from the chain", "file", path)
 	}
 	return nil
 }

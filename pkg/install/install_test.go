@@ -3,11 +3,14 @@ package install
 import (
 	"context"
 	"flag"
+	"fmt"
 	"io"
 	"io/fs"
 	"log/slog"
+	"maps"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -311,5 +314,71 @@ func TestUninstallWatchKeepsTheEntryOut(t *testing.T) {
 	}
 	if data, _ := os.ReadFile(path); strings.Contains(string(data), "netready") {
 		t.Errorf("the entry is back after stop: %s", data)
+	}
+}
+
+// TestVendorRewriteIsNeverLost: a vendor that rewrites its config between
+// the installer's read and its write (a new MTU, IPAM or token) keeps its
+// change: the installer writes only over the content it read, and reads
+// the file again when it changed. So does uninstall, and the conversion
+// of a single-plugin .conf.
+func TestVendorRewriteIsNeverLost(t *testing.T) {
+	vendor := func(mtu int) string {
+		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","mtu":%d,"ipam":{"type":"host-local","subnet":"10.200.0.0/24"}}]}`, mtu)
+	}
+	single := func(mtu int) string {
+		return fmt.Sprintf(`{"cniVersion":"0.4.0","name":"podnet","type":"bridge","mtu":%d,"ipam":{"type":"host-local","subnet":"10.200.0.0/24"}}`, mtu)
+	}
+	for _, tc := range []struct {
+		name, file, before, rewrite string
+		uninstall                   bool
+		wantFile, wantMTU           string
+		wantEntry                   bool
+	}{
+		{"install", "10-vendor.conflist", vendor(1500), vendor(9000), false, "10-vendor.conflist", `"mtu":9000`, true},
+		{"uninstall", "10-vendor.conflist", strings.Replace(vendor(1500), `}}]}`, `}},{"type":"netready"}]}`, 1), strings.Replace(vendor(1400), `}}]}`, `}},{"type":"netready"}]}`, 1), true, "10-vendor.conflist", `"mtu":1400`, false},
+		{"convert a .conf", "10-ovn.conf", single(1500), single(1400), false, "10-ovn.conflist", `"mtu":1400`, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			path := filepath.Join(dir, tc.file)
+			if err := os.WriteFile(path, []byte(tc.before), 0o644); err != nil {
+				t.Fatal(err)
+			}
+			in := testInstaller(t, Options{ConfDir: dir, BinDir: t.TempDir(), Uninstall: tc.uninstall})
+			rewrites := 0
+			in.beforeWrite = func(string) {
+				if rewrites == 0 {
+					if err := os.WriteFile(path, []byte(tc.rewrite), 0o644); err != nil {
+						t.Fatal(err)
+					}
+				}
+				rewrites++
+			}
+			var err error
+			if tc.uninstall {
+				err = in.uninstall()
+			} else {
+				err = in.ensure()
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, err := os.ReadFile(filepath.Join(dir, tc.wantFile))
+			if err != nil {
+				t.Fatal(err)
+			}
+			compact := strings.Join(strings.Fields(string(got)), "")
+			if !strings.Contains(compact, tc.wantMTU) || strings.Contains(compact, `"type":"netready"`) != tc.wantEntry {
+				t.Errorf("%s after a vendor rewrite in the window:\n%s\nwant %s, netready entry %v", tc.wantFile, got, tc.wantMTU, tc.wantEntry)
+			}
+			if rewrites < 2 {
+				t.Errorf("the installer wrote without reading the file again (%d writes tried)", rewrites)
+			}
+			names := readTree(t, dir)
+			if len(names) != 1 {
+				t.Errorf("files in the folder: %v, want only %s", slices.Sorted(maps.Keys(names)), tc.wantFile)
+			}
+		})
 	}
 }
