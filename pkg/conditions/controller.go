@@ -725,63 +725,24 @@ func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool
 }
 
 // desired is the condition a gated pod should show, or false when it is
-// too early to say; with its basis, which names the marker files it comes
-// from as they are on disk (not the re-checks' progress).
+// too early to say (judge); with its basis, which names the marker files it
+// comes from as they are on disk (not the re-checks' progress).
 func (c *Controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool) {
-	if pod.Spec.HostNetwork {
-		return publish.HostNetwork(c.opts.ConditionType), "", true
+	var v podView
+	var basis string
+	if !pod.Spec.HostNetwork {
+		v.Markers, v.Unreadable, basis = c.podMarkers(pod)
+		v.Strays = c.strays()
 	}
-	ms, bad, basis := c.podMarkers(pod)
-	if len(bad) > 0 {
-		var base *corev1.PodCondition
-		if len(ms) > 0 {
-			cond := publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now())
-			base = &cond
-		}
-		return publish.WithUnreadable(base, bad, c.opts.ConditionType), basis, true
+	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
+		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady}, c.now())
+	if j.After > 0 {
+		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}
-	if len(ms) > 0 {
-		return publish.ForMarkers(ms, c.opts.ConditionType, c.opts.PendingTimeout, c.now()), basis, true
+	if j.FromStrays {
+		basis = "strays"
 	}
-	since, up := sandboxUp(pod)
-	if !up {
-		return corev1.PodCondition{}, "", false
-	}
-	if wait := since.Add(c.opts.UnobservedGrace).Sub(c.now()); wait > 0 {
-		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, wait)
-		return corev1.PodCondition{}, "", false
-	}
-	// A marker that could never be read may be this pod's. A pod already
-	// judged otherwise keeps its condition: one bad file must not flip
-	// every running pod of the node.
-	if stray := c.strays(); len(stray) > 0 {
-		if cur := publish.Current(pod, c.opts.ConditionType); cur == nil || cur.Reason == publish.ReasonMarkerUnreadable {
-			return publish.WithUnreadable(nil, stray, c.opts.ConditionType), "strays", true
-		}
-	}
-	return publish.NotObserved(c.opts.ConditionType, c.opts.Unobserved == UnobservedReady, c.opts.UnobservedGrace), "", true
-}
-
-// sandboxUp reports whether the pod's sandbox is up and since when, as
-// best known: PodReadyToStartContainers when kubelet reports it (it turns
-// False while a sandbox is recreated, when the old IP may still show),
-// else an IP. A terminating pod is never judged: DEL removed its markers.
-func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
-	if pod.DeletionTimestamp != nil {
-		return time.Time{}, false
-	}
-	for _, cond := range pod.Status.Conditions {
-		if cond.Type == corev1.PodReadyToStartContainers {
-			return cond.LastTransitionTime.Time, cond.Status == corev1.ConditionTrue
-		}
-	}
-	if pod.Status.PodIP == "" {
-		return time.Time{}, false
-	}
-	if pod.Status.StartTime != nil {
-		return pod.Status.StartTime.Time, true
-	}
-	return pod.CreationTimestamp.Time, true
+	return j.Cond, basis, j.Publish
 }
 
 // podMarkers reads the pod's markers, starting re-checks for the pending

@@ -391,7 +391,7 @@ func TestFailedRecheckIsNotRestarted(t *testing.T) {
 func TestRestartRepeatsNothing(t *testing.T) {
 	pod := gatedPod("steady", "u-steady")
 	pod.Status.Conditions = []corev1.PodCondition{{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
-		Reason: publish.ReasonProgrammed, Message: "network podnet (eth0) programmed after 7 ms", LastTransitionTime: metav1.Now()}}
+		Reason: publish.ReasonProgrammed, Message: "sandbox c-u-steady; network podnet (eth0) programmed after 7 ms", LastTransitionTime: metav1.Now()}}
 	h := start(t, nil, pod)
 	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
 	if n := h.settle(); n != 0 {

@@ -24,6 +24,18 @@ type Attachment struct {
 // attachmentStart matches the start of each part ForMarkers writes.
 var attachmentStart = regexp.MustCompile(`(?:^|; )network (\S+) \(([^()\s]+)\)(?:: | programmed after (\d+) ms)`)
 
+// sandboxPrefix matches the sandbox ForMarkers names first.
+var sandboxPrefix = regexp.MustCompile(`^sandbox (\S+); `)
+
+// ParseSandbox returns the sandbox (short) IDs a ForMarkers message was
+// judged on, or "".
+func ParseSandbox(msg string) string {
+	if m := sandboxPrefix.FindStringSubmatch(msg); m != nil {
+		return m[1]
+	}
+	return ""
+}
+
 // ParseMessage reads back the attachments of a condition message that
 // ForMarkers (or WithUnreadable, after its own parts) wrote. Text it does
 // not know is skipped.

@@ -33,6 +33,10 @@ const (
 	// (an I/O error, too many open files, an unknown version). It may say
 	// "pending", so the pod is kept not ready until it can be read.
 	ReasonMarkerUnreadable = "MarkerUnreadable"
+	// ReasonSandboxChanged: the sandbox whose network earned the pod its
+	// True is gone (its marker was removed, or the pod's sandbox changed
+	// after it), and no marker of a newer sandbox says anything yet.
+	ReasonSandboxChanged = "SandboxChanged"
 )
 
 // ReasonPublishRefused is the reason of the Warning Event on a pod whose
@@ -53,7 +57,18 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 		return cmp.Or(strings.Compare(a.Network, b.Network), strings.Compare(a.IfName, b.IfName))
 	})
 	c := corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonProgrammed}
-	var parts []string
+	// The sandbox judged comes first: a restarted sidecar, or a reader,
+	// can tell a True of an older sandbox from one of the pod's own.
+	var sandboxes []string
+	for _, m := range ms {
+		if id := ShortID(m.ContainerID); id != "" && !slices.Contains(sandboxes, id) {
+			sandboxes = append(sandboxes, id)
+		}
+	}
+	parts := []string{"sandbox " + strings.Join(sandboxes, ",")}
+	if len(sandboxes) == 0 {
+		parts = nil
+	}
 	for _, m := range ms {
 		name := fmt.Sprintf("network %s (%s)", m.Network, m.IfName)
 		if m.State == marker.StateReady {
@@ -69,6 +84,33 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 		parts = append(parts, fmt.Sprintf("%s:%s waiting for: %s", name, late, Unmet(m)))
 	}
 	c.Message = truncate(strings.Join(parts, "; "))
+	return c
+}
+
+// ShortID is a sandbox (container) ID as the condition names it: its first
+// twelve characters, as crictl and docker print them.
+func ShortID(id string) string {
+	if len(id) > 12 {
+		return id[:12]
+	}
+	return id
+}
+
+// SandboxChanged is the condition of a pod whose True was earned on a
+// sandbox that is gone (was names it, from the condition's message, or is
+// ""), while no marker of its current sandbox says anything yet; stale
+// names markers of an older sandbox that are still on disk.
+func SandboxChanged(condType, was string, stale []string) corev1.PodCondition {
+	c := corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionFalse, Reason: ReasonSandboxChanged}
+	what := "the sandbox whose network was programmed"
+	if was != "" {
+		what = "sandbox " + was
+	}
+	c.Message = what + " is gone and the pod's current sandbox has no netready marker yet: not ready until its ADD tells"
+	if len(stale) > 0 {
+		c.Message += fmt.Sprintf(" (markers of an older sandbox left: %s)", strings.Join(stale, ", "))
+	}
+	c.Message = truncate(c.Message)
 	return c
 }
 
@@ -201,7 +243,7 @@ func EventFor(cur *corev1.PodCondition, want corev1.PodCondition) (Event, bool) 
 		if !sameReason || (late(&want) && !late(cur)) {
 			return Event{corev1.EventTypeWarning, ReasonNotProgrammed, "ADD gave up waiting; the sidecar goes on checking: " + want.Message}, true
 		}
-	case ReasonNotObserved, ReasonMarkerUnreadable:
+	case ReasonNotObserved, ReasonMarkerUnreadable, ReasonSandboxChanged:
 		if !sameReason {
 			return Event{corev1.EventTypeWarning, want.Reason, want.Message}, true
 		}
