@@ -137,7 +137,7 @@ type Controller struct {
 	// configNotes: network -> the message of its refused entry.
 	configNotes map[string]string
 	scanned     bool
-	sent     map[types.UID]sentCondition // what was last patched, per pod
+	sent        map[types.UID]sentCondition // what was last patched, per pod
 	// unreadable holds markers that exist but could not be read, with
 	// why. One that is also in markers keeps its pod not ready; one that
 	// is not (never read) may be any new pod's, so no pod is judged

@@ -392,8 +392,9 @@ func TestRestartRepeatsNothing(t *testing.T) {
 	pod := gatedPod("steady", "u-steady")
 	pod.Status.Conditions = []corev1.PodCondition{{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
 		Reason: publish.ReasonProgrammed, Message: "sandbox c-u-steady; network podnet (eth0) programmed after 7 ms", LastTransitionTime: metav1.Now()}}
-	h := start(t, nil, pod)
+	h := newHarness(t, nil, pod)
 	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
+	h.run()
 	if n := h.settle(); n != 0 {
 		t.Errorf("patches after a restart over an up-to-date pod = %d, want 0", n)
 	}
