@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/status"
@@ -39,7 +40,8 @@ func (c *Controller) readConfigNote(dir string) {
 	c.metrics.ConfigInvalid.WithLabelValues(network).Set(1)
 	c.log.Warn("the netready entry is invalid: ADD refuses it (code 7); STATUS stays green", "network", network, "err", msg)
 	if c.recorder != nil {
-		node := &corev1.ObjectReference{APIVersion: "v1", Kind: "Node", Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}
+		// As kubelet refers to its Node in Events: the UID is the name.
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}}
 		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonInvalidConfig, "ValidateConfig",
 			"%s: pods of this network fail to start until the entry is fixed (netready-install --validate checks one); the node stays Ready", msg)
 	}

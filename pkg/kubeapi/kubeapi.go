@@ -20,6 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
+	recordutil "k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/clientcmd"
 )
 
@@ -127,11 +128,18 @@ const (
 	eventQueue       = 256
 	eventNoteMax     = 1024
 	reportingControl = "netready-sidecar"
+	// reportingInstanceMax is the API's limit on reportingInstance.
+	reportingInstanceMax = 128
 )
 
 // NewRecorder makes the recorder of the sidecar of node; Run sends.
 func NewRecorder(k Client, node string, log *slog.Logger) *Recorder {
-	return &Recorder{kube: k, instance: reportingControl + "-" + node, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
+	instance := reportingControl + "-" + node
+	if len(instance) > reportingInstanceMax {
+		// The API refuses a longer one; a node name is up to 253.
+		instance = instance[:reportingInstanceMax]
+	}
+	return &Recorder{kube: k, instance: instance, log: log, queue: make(chan *eventsv1.Event, eventQueue)}
 }
 
 // Eventf queues an Event about a pod, or about a Node (in the default
@@ -154,7 +162,9 @@ func (r *Recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype,
 		note = note[:eventNoteMax-3] + "..."
 	}
 	ev := &eventsv1.Event{
-		ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("%s.%x", ref.Name, now.UnixNano()), Namespace: namespace},
+		// As client-go names Events: <object>.<hex time>, or a UUID when
+		// that is longer than a name may be (a pod name may be 253).
+		ObjectMeta: metav1.ObjectMeta{Name: recordutil.GenerateEventName(ref.Name, now.UnixNano()), Namespace: namespace},
 		EventTime:  metav1.NewMicroTime(now), ReportingController: reportingControl, ReportingInstance: r.instance,
 		Action: action, Reason: reason, Type: eventtype, Note: note, Regarding: ref,
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/netready/netready/pkg/kubeapi"
@@ -65,4 +66,32 @@ func TestRecorder(t *testing.T) {
 	if noteLen != 1024 {
 		t.Errorf("the long note is %d bytes, want cut to 1024", noteLen)
 	}
+}
+
+// TestRecorderLongNames: a pod name of 253 characters and a node name of
+// as many make Events whose name and reportingInstance the API accepts.
+func TestRecorderLongNames(t *testing.T) {
+	client := fake.NewClientset()
+	long := strings.Repeat("n", 253)
+	r := kubeapi.NewRecorder(kubeapitest.Fake{C: client}, long, slog.New(slog.NewTextHandler(io.Discard, nil)))
+	r.Eventf(&corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: long, UID: "u1"}}, nil, corev1.EventTypeWarning, "NetworkNotProgrammed", "Check", "x")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { defer close(done); r.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		list, _ := client.EventsV1().Events("shop").List(ctx, metav1.ListOptions{})
+		if len(list.Items) == 0 {
+			continue
+		}
+		ev := list.Items[0]
+		if errs := validation.IsDNS1123Subdomain(ev.Name); len(errs) > 0 {
+			t.Errorf("Event name %q: %v", ev.Name, errs)
+		}
+		if len(ev.ReportingInstance) > 128 {
+			t.Errorf("reportingInstance is %d characters, the API takes 128", len(ev.ReportingInstance))
+		}
+		return
+	}
+	t.Fatal("no Event recorded")
 }

@@ -15,6 +15,7 @@ import (
 
 	authv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -173,6 +174,33 @@ func TestDeployAndAdmission(t *testing.T) {
 	if c := publish.Current(after, publish.DefaultConditionType); c == nil || c.Status != corev1.ConditionTrue {
 		t.Errorf("the allowed condition is missing: %+v", after.Status.Conditions)
 	}
+
+	t.Run("events: only its own, reported as its own node's sidecar", func(t *testing.T) {
+		event := func(name, kind, regarding, ns, reason, instance string) *eventsv1.Event {
+			return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns}, EventTime: metav1.NowMicro(),
+				ReportingController: "netready-sidecar", ReportingInstance: instance, Action: "Test", Reason: reason, Type: corev1.EventTypeWarning,
+				Regarding: corev1.ObjectReference{Kind: kind, APIVersion: "v1", Name: regarding, Namespace: ns}}
+		}
+		for _, tc := range []struct {
+			name    string
+			ev      *eventsv1.Event
+			allowed bool
+		}{
+			{"SandboxChanged about a pod", event("e1", "Pod", "web-a", "default", publish.ReasonSandboxChanged, "netready-sidecar-node-a"), true},
+			{"NetreadyConfigInvalid about its own Node", event("e2", "Node", "node-a", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), true},
+			{"about another Node", event("e3", "Node", "node-b", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), false},
+			{"as another node's sidecar", event("e4", "Pod", "web-a", "default", publish.ReasonProgrammed, "netready-sidecar-node-b"), false},
+			{"a reason netready never gives", event("e5", "Pod", "web-a", "default", "Killing", "netready-sidecar-node-a"), false},
+		} {
+			_, err := sidecar.EventsV1().Events(tc.ev.Namespace).Create(ctx, tc.ev, metav1.CreateOptions{})
+			if tc.allowed && err != nil {
+				t.Errorf("%s: %v, want allowed", tc.name, err)
+			}
+			if !tc.allowed && (err == nil || !strings.Contains(err.Error(), "netready-sidecar")) {
+				t.Errorf("%s: %v, want denied by netready-sidecar-events", tc.name, err)
+			}
+		}
+	})
 
 	t.Run("the real sidecar works under the policy", func(t *testing.T) {
 		kc := a.kubeconfig("bound", a.boundToken(t, self))
