@@ -10,8 +10,6 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
 	"github.com/containernetworking/cni/pkg/utils"
-
-	"github.com/netready/netready/pkg/config"
 )
 
 // Pod names the Kubernetes pod behind an attachment, from CNI_ARGS.
@@ -97,20 +95,4 @@ func (a *Attachment) IPStrings() []string {
 		out = append(out, ip.Address.String())
 	}
 	return out
-}
-
-// Placeholders gives the values for a check's strings; ip may be empty.
-func (a *Attachment) Placeholders(ip net.IP) config.Placeholders {
-	p := config.Placeholders{
-		ContainerID:  a.ContainerID,
-		IfName:       a.IfName,
-		Network:      a.Network,
-		PodNamespace: a.Pod.Namespace,
-		PodName:      a.Pod.Name,
-		PodUID:       a.Pod.UID,
-	}
-	if ip != nil {
-		p.IP = ip.String()
-	}
-	return p
 }

@@ -303,13 +303,29 @@ func perIP(cc *config.CheckConf, att *attachment.Attachment, make func(p config.
 	}
 	var out []Check
 	for _, ip := range ips {
-		c, err := make(att.Placeholders(ip))
+		c, err := make(placeholders(att, ip))
 		if err != nil {
 			return nil, err
 		}
 		out = append(out, c)
 	}
 	return out, nil
+}
+
+// placeholders gives the values for a check's strings; ip may be nil.
+func placeholders(a *attachment.Attachment, ip net.IP) config.Placeholders {
+	p := config.Placeholders{
+		ContainerID:  a.ContainerID,
+		IfName:       a.IfName,
+		Network:      a.Network,
+		PodNamespace: a.Pod.Namespace,
+		PodName:      a.Pod.Name,
+		PodUID:       a.Pod.UID,
+	}
+	if ip != nil {
+		p.IP = ip.String()
+	}
+	return p
 }
 
 func family(ip net.IP) int {

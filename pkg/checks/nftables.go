@@ -41,7 +41,7 @@ func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) (
 				continue
 			}
 			table, set := cc.Table, cc.Set
-			if err := expandAll(att.Placeholders(ip.Address.IP), &table, &set); err != nil {
+			if err := expandAll(placeholders(att, ip.Address.IP), &table, &set); err != nil {
 				return nil, err
 			}
 			out = append(out, &nftSetCheck{env: env, family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP,

@@ -86,7 +86,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	m := metrics.New(reg)
 	c := conditions.New(o.Config, client, recorder, log, m)
 	h := health.New()
-	srv := &http.Server{Addr: o.Listen, Handler: c.Mux(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), h), ReadHeaderTimeout: 5 * time.Second}
+	srv := &http.Server{Addr: o.Listen, Handler: mux(c, promhttp.HandlerFor(reg, promhttp.HandlerOpts{}), h), ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() {
 		if err := srv.ListenAndServe(); err != nil && !errors.Is(err, http.ErrServerClosed) {
@@ -121,4 +121,24 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// mux serves /metrics, /healthz (h) and /readyz (the controller ready and
+// nothing h waits for).
+func mux(c *conditions.Controller, metricsHandler http.Handler, h *health.Health) *http.ServeMux {
+	m := http.NewServeMux()
+	m.Handle("/metrics", metricsHandler)
+	m.Handle("/healthz", h)
+	m.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
+		if !c.Ready() {
+			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)
+			return
+		}
+		if why := h.UnreadyReason(); why != "" {
+			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	return m
 }

@@ -1,0 +1,275 @@
+package conditions
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"maps"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+
+	"github.com/fsnotify/fsnotify"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/outcome"
+	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/status"
+)
+
+// scan watches every network folder and reads every marker. Markers it
+// knows of that a folder read no longer shows (removed while inotify
+// events were lost) are read again, which forgets them.
+func (c *Controller) scan(w *fsnotify.Watcher) {
+	nets, err := os.ReadDir(c.opts.StateDir)
+	if err != nil {
+		c.log.Warn("read state dir", "err", err)
+		return
+	}
+	seen, listed := map[string]bool{}, map[string]bool{}
+	for _, n := range nets {
+		if !n.IsDir() {
+			continue
+		}
+		dir := filepath.Join(c.opts.StateDir, n.Name())
+		w.Add(dir)
+		files, err := os.ReadDir(dir)
+		if err != nil {
+			c.log.Warn("read network folder", "dir", dir, "err", err)
+			continue
+		}
+		listed[dir] = true
+		c.readJournal(dir)
+		c.readConfigNote(dir)
+		for _, f := range files {
+			if isMarker(f.Name()) {
+				path := filepath.Join(dir, f.Name())
+				seen[path] = true
+				c.onMarker(path)
+			}
+		}
+	}
+	c.scanned = true
+	for _, path := range c.knownPaths() {
+		if !seen[path] && (listed[filepath.Dir(path)] || !slices.ContainsFunc(nets, func(e os.DirEntry) bool {
+			return filepath.Join(c.opts.StateDir, e.Name()) == filepath.Dir(path)
+		})) {
+			c.onMarker(path)
+		}
+	}
+}
+
+// knownPaths lists every marker the Controller holds something of.
+func (c *Controller) knownPaths() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	paths := slices.Collect(maps.Keys(c.markers))
+	for p := range c.unreadable {
+		if _, ok := c.markers[p]; !ok {
+			paths = append(paths, p)
+		}
+	}
+	return paths
+}
+
+func (c *Controller) unreadablePaths() []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Collect(maps.Keys(c.unreadable))
+}
+
+func isMarker(name string) bool {
+	return strings.HasSuffix(name, ".json") && !strings.HasPrefix(name, ".")
+}
+
+func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
+	if filepath.Dir(ev.Name) == filepath.Clean(c.opts.StateDir) {
+		if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+			c.scan(w) // a new network folder
+		}
+		return
+	}
+	switch base := filepath.Base(ev.Name); {
+	case isMarker(base):
+		c.onMarker(ev.Name)
+	case base == outcome.FileName:
+		c.readJournal(filepath.Dir(ev.Name))
+	case base == status.InvalidConfigFile:
+		c.readConfigNote(filepath.Dir(ev.Name))
+	}
+}
+
+// onMarker indexes a marker by its pod's UID and queues the pod. A marker
+// that is gone is dropped from the index, and its pod queued so that its
+// condition is computed again. One that exists but cannot be read stays
+// indexed as it was, keeps its pod not ready, and is read again every
+// unreadableRetry.
+func (c *Controller) onMarker(path string) {
+	m, err := c.read(path)
+	switch {
+	case errors.Is(err, fs.ErrNotExist):
+		stray := c.readable(path)
+		if ref, ok := c.forget(path); ok {
+			c.queue.Add(ref.podKey)
+		} else if stray {
+			c.queueUnjudged()
+		}
+		return
+	case err != nil:
+		c.note(path, "unreadable marker; its pod is kept not ready while it stays so, retrying", "err", err)
+		c.mu.Lock()
+		c.unreadable[path] = err
+		ref, ok := c.markers[path]
+		c.mu.Unlock()
+		if ok {
+			c.queue.Add(ref.podKey)
+		} else {
+			c.queueUnjudged()
+		}
+		return
+	}
+	if c.readable(path) {
+		defer c.queueUnjudged()
+	}
+	c.countADD(path, m)
+	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
+		c.note(path, "marker names no Kubernetes pod; nothing to publish")
+		return
+	}
+	ref := markerRef{podKey: m.Pod.Namespace + "/" + m.Pod.Name, uid: types.UID(m.Pod.UID)}
+	c.mu.Lock()
+	if old, ok := c.markers[path]; ok && old.uid != ref.uid {
+		c.unindexLocked(path)
+	}
+	c.markers[path] = ref
+	if c.byUID[ref.uid] == nil {
+		c.byUID[ref.uid] = map[string]bool{}
+	}
+	c.byUID[ref.uid][path] = true
+	c.mu.Unlock()
+	c.queue.Add(ref.podKey)
+}
+
+// readable clears path from the unreadable markers, and reports whether
+// it was one that named no known pod.
+func (c *Controller) readable(path string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	_, was := c.unreadable[path]
+	_, known := c.markers[path]
+	delete(c.unreadable, path)
+	return was && !known
+}
+
+// strays are the unreadable markers that name no known pod.
+func (c *Controller) strays() []publish.Unreadable {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []publish.Unreadable
+	for p, err := range c.unreadable {
+		if _, ok := c.markers[p]; !ok {
+			out = append(out, publish.Unreadable{Path: p, Err: err})
+		}
+	}
+	return out
+}
+
+// podMarkers reads the pod's markers, starting re-checks for the pending
+// ones and showing their latest progress. Markers that exist but cannot be
+// read come back apart, and are retried.
+func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, string) {
+	var out []*marker.Marker
+	var bad []publish.Unreadable
+	var basis strings.Builder
+	for _, path := range c.markerPaths(pod.UID) {
+		m, err := c.read(path)
+		switch {
+		case errors.Is(err, fs.ErrNotExist):
+			continue // its event, or the next scan, forgets it
+		case err != nil:
+			c.mu.Lock()
+			c.unreadable[path] = err
+			c.mu.Unlock()
+			bad = append(bad, publish.Unreadable{Path: path, Err: err})
+			fmt.Fprintf(&basis, "%s unreadable: %v\n", path, err)
+			continue
+		}
+		fmt.Fprintf(&basis, "%s %s %d\n", path, m.State, m.CreatedAt.UnixNano())
+		c.readable(path)
+		c.observeWait(path, m)
+		if m.State == marker.StatePending {
+			c.startCheck(path, m)
+			c.mu.Lock()
+			if p := c.progress[path]; p != nil && p.CreatedAt.Equal(m.CreatedAt.Time) {
+				m = p
+			}
+			c.mu.Unlock()
+		} else {
+			c.stopCheck(path)
+		}
+		out = append(out, m)
+	}
+	return out, bad, basis.String()
+}
+
+func (c *Controller) markerPaths(uid types.UID) []string {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var paths []string
+	for p := range c.byUID[uid] {
+		paths = append(paths, p)
+	}
+	slices.Sort(paths) // a stable basis (see desired)
+	return paths
+}
+
+// noteRecreated logs, once, markers that name this pod's name but an older
+// UID: they are never published on the new pod.
+func (c *Controller) noteRecreated(pod *corev1.Pod) {
+	key := pod.Namespace + "/" + pod.Name
+	c.mu.Lock()
+	var stale []string
+	for path, ref := range c.markers {
+		if ref.podKey == key && ref.uid != pod.UID {
+			stale = append(stale, path)
+		}
+	}
+	c.mu.Unlock()
+	for _, path := range stale {
+		c.note(path, "the pod was recreated; this marker is for the old one, not publishing", "pod", key, "podUID", pod.UID)
+	}
+}
+
+// forget drops what is known of a removed marker, and returns what it
+// named.
+func (c *Controller) forget(path string) (markerRef, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	// One step with the unindexing: startCheck, under the same lock,
+	// then sees the path gone and starts nothing.
+	c.stopCheckLocked(path)
+	ref, ok := c.markers[path]
+	c.unindexLocked(path)
+	delete(c.logged, path)
+	delete(c.observed, path)
+	delete(c.addSeen, path)
+	delete(c.unreadable, path)
+	return ref, ok
+}
+
+func (c *Controller) unindexLocked(path string) {
+	ref, ok := c.markers[path]
+	if !ok {
+		return
+	}
+	delete(c.markers, path)
+	if paths := c.byUID[ref.uid]; paths != nil {
+		delete(paths, path)
+		if len(paths) == 0 {
+			delete(c.byUID, ref.uid)
+		}
+	}
+}

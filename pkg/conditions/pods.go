@@ -1,0 +1,96 @@
+package conditions
+
+import (
+	"context"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/netready/netready/pkg/publish"
+)
+
+// podInformer lists and watches this node's pods only (by field
+// selector), and keeps of each only what the sidecar reads: managedFields
+// are dropped, which is most of a pod object's memory.
+func (c *Controller) podInformer() cache.SharedIndexInformer {
+	selector := "spec.nodeName=" + c.opts.NodeName
+	lw := &cache.ListWatch{
+		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+			o.FieldSelector = selector
+			return c.client.ListPods(context.Background(), o)
+		},
+		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+			o.FieldSelector = selector
+			return c.client.WatchPods(context.Background(), o)
+		},
+	}
+	// As client-go's own informers do: a client that cannot stream lists
+	// (a fake) says so, and the reflector lists instead.
+	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c.client), &corev1.Pod{}, 0,
+		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	inf.SetTransform(func(obj any) (any, error) {
+		if pod, ok := obj.(*corev1.Pod); ok {
+			pod.ManagedFields = nil
+		}
+		return obj, nil
+	})
+	return inf
+}
+
+// queueUnjudged queues the gated pods that no marker names: a stray
+// unreadable marker that came or went changes what they should show.
+func (c *Controller) queueUnjudged() {
+	if c.pods == nil {
+		return
+	}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		if publish.Gated(pod, c.opts.ConditionType) && len(c.markerPaths(pod.UID)) == 0 {
+			c.queue.Add(pod.Namespace + "/" + pod.Name)
+		}
+	}
+}
+
+func (c *Controller) onPod(obj any) {
+	pod, ok := obj.(*corev1.Pod)
+	if !ok || !publish.Gated(pod, c.opts.ConditionType) {
+		return
+	}
+	c.mu.Lock()
+	c.gated[pod.UID] = true
+	c.metrics.GatedPods.Set(float64(len(c.gated)))
+	c.mu.Unlock()
+	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
+		c.queue.Add(key)
+	}
+}
+
+// onPodDeleted stops the re-checks of a deleted pod's markers; DEL or GC
+// removes the markers themselves.
+func (c *Controller) onPodDeleted(obj any) {
+	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = tomb.Obj
+	}
+	pod, ok := obj.(*corev1.Pod)
+	if !ok {
+		return
+	}
+	for _, path := range c.markerPaths(pod.UID) {
+		c.stopCheck(path)
+	}
+	c.mu.Lock()
+	delete(c.sent, pod.UID)
+	delete(c.logged, pod.Namespace+"/"+pod.Name)
+	delete(c.refused, pod.UID)
+	c.metrics.RefusedPods.Set(float64(len(c.refused)))
+	delete(c.gated, pod.UID)
+	c.metrics.GatedPods.Set(float64(len(c.gated)))
+	c.mu.Unlock()
+}
