@@ -9,12 +9,14 @@ CONTAINERD_BIN := $(CACHE)/containerd
 K8S_BIN := $(CACHE)/k8s
 CRIO_BIN := $(CACHE)/crio
 PROMTOOL_BIN := $(CACHE)/promtool
+GOLANGCI_VERSION := v2.15.0
+GOLANGCI_BIN := $(CACHE)/golangci-lint
 # The release `make test` builds and checks, as `make release` would.
 TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
 TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
 
-.PHONY: all build image client-image release test-release demo-node deps tools containerd k8s crio promtool demo test unit integration bench fuzz lint clean
+.PHONY: golangci race all build image client-image release test-release demo-node deps tools containerd k8s crio promtool demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -99,10 +101,20 @@ FUZZ_TARGETS := FuzzParse:./pkg/config FuzzExpand:./pkg/config FuzzReadFile:./pk
 fuzz:
 	@for t in $(FUZZ_TARGETS); do 	  echo "fuzz: $${t%%:*} for $(FUZZTIME)"; 	  $(GO) test -run '^$$' -fuzz "^$${t%%:*}$$" -fuzztime $(FUZZTIME) $${t#*:} || exit 1; 	done
 
-lint:
+golangci:
+	@scripts/build-golangci.sh $(GOLANGCI_BIN) $(GOLANGCI_VERSION)
+
+# gofmt and vet, then golangci-lint (.golangci.yml) at the pinned version.
+lint: golangci
 	gofmt -l . | (! grep .)
 	$(GO) vet ./...
 	$(GO) vet -tags integration ./test/...
+	$(GOLANGCI_BIN)/golangci-lint run ./...
+
+# The packages' own tests under the race detector (root: several use
+# network namespaces, nftables and a tmpfs).
+race:
+	$(GO) test -race -count=1 ./pkg/...
 
 clean:
 	rm -rf $(BIN)

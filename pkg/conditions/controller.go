@@ -200,11 +200,13 @@ func (c *Controller) Run(ctx context.Context) error {
 	}
 	informer := c.podInformer()
 	c.pods = corelisters.NewPodLister(informer.GetIndexer())
-	informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
+	if _, err := informer.AddEventHandler(cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onPod,
 		UpdateFunc: func(_, obj any) { c.onPod(obj) },
 		DeleteFunc: c.onPodDeleted,
-	})
+	}); err != nil {
+		return fmt.Errorf("pod informer: %w", err)
+	}
 	go informer.Run(ctx.Done())
 
 	w, err := fsnotify.NewWatcher()

@@ -35,7 +35,10 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 			continue
 		}
 		dir := filepath.Join(c.opts.StateDir, n.Name())
-		w.Add(dir)
+		if err := w.Add(dir); err != nil {
+			// Its markers are still read by every resync.
+			c.note(dir, "cannot watch a network folder; reading it at each resync", "err", err)
+		}
 		files, err := os.ReadDir(dir)
 		if err != nil {
 			c.log.Warn("read network folder", "dir", dir, "err", err)

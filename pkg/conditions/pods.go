@@ -19,20 +19,21 @@ import (
 func (c *Controller) podInformer() cache.SharedIndexInformer {
 	selector := "spec.nodeName=" + c.opts.NodeName
 	lw := &cache.ListWatch{
-		ListFunc: func(o metav1.ListOptions) (runtime.Object, error) {
+		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
 			o.FieldSelector = selector
-			return c.client.ListPods(context.Background(), o)
+			return c.client.ListPods(ctx, o)
 		},
-		WatchFunc: func(o metav1.ListOptions) (watch.Interface, error) {
+		WatchFuncWithContext: func(ctx context.Context, o metav1.ListOptions) (watch.Interface, error) {
 			o.FieldSelector = selector
-			return c.client.WatchPods(context.Background(), o)
+			return c.client.WatchPods(ctx, o)
 		},
 	}
 	// As client-go's own informers do: a client that cannot stream lists
 	// (a fake) says so, and the reflector lists instead.
 	inf := cache.NewSharedIndexInformer(cache.ToListWatcherWithWatchListSemantics(lw, c.client), &corev1.Pod{}, 0,
 		cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
-	inf.SetTransform(func(obj any) (any, error) {
+	// SetTransform fails only once the informer runs; it has not yet.
+	_ = inf.SetTransform(func(obj any) (any, error) {
 		if pod, ok := obj.(*corev1.Pod); ok {
 			pod.ManagedFields = nil
 		}

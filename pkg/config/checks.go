@@ -264,7 +264,7 @@ func (c *CheckConf) fields() map[string]string {
 func (c *CheckConf) UsesIP() bool {
 	for _, v := range c.fields() {
 		uses := false
-		expand(v, func(name string) (string, bool) {
+		_, _ = expand(v, func(name string) (string, bool) {
 			uses = uses || name == "IP"
 			return "", true
 		})

@@ -50,7 +50,7 @@ func ReadCleanup(stdin []byte) *Cleanup {
 		c.KeepListErr = fmt.Errorf("the configuration is not a JSON object")
 		return c
 	}
-	json.Unmarshal(top["name"], &c.Name)
+	_ = json.Unmarshal(top["name"], &c.Name) // no usable name: DEL and GC do nothing
 	if raw, ok := top["stateDir"]; ok {
 		var dir string
 		if json.Unmarshal(raw, &dir) != nil || (dir != "" && !filepath.IsAbs(dir)) {

@@ -127,7 +127,7 @@ func pluginType(raw []byte) string {
 	var p struct {
 		Type string `json:"type"`
 	}
-	json.Unmarshal(raw, &p)
+	_ = json.Unmarshal(raw, &p) // an entry without a type has none
 	return p.Type
 }
 
@@ -389,7 +389,7 @@ func (f *File) CNIVersion() string {
 	var top struct {
 		CNIVersion string `json:"cniVersion"`
 	}
-	json.Unmarshal(f.Raw, &top)
+	_ = json.Unmarshal(f.Raw, &top) // Load parsed it already
 	return top.CNIVersion
 }
 
@@ -402,7 +402,7 @@ func (f *File) LoadsPluginDir() (bool, string) {
 	var top struct {
 		Inlined bool `json:"loadOnlyInlinedPlugins"`
 	}
-	json.Unmarshal(f.Raw, &top)
+	_ = json.Unmarshal(f.Raw, &top) // Load parsed it already
 	if top.Inlined {
 		return false, fmt.Sprintf(`%s sets "loadOnlyInlinedPlugins": true, so libcni ignores the plugin folder`, f.Path)
 	}

@@ -89,5 +89,5 @@ func WriteNodesText(w io.Writer, nodes []NodeReport) {
 		}
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", n.Node, pod, version, ready, n.Tainted, pool, n.Waiting, oldest)
 	}
-	tw.Flush()
+	_ = tw.Flush() // a closed stdout has no one to tell
 }

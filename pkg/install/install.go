@@ -356,7 +356,9 @@ func (in *installer) watch(ctx context.Context) error {
 		waiting = false
 		if in.opts.Mode == ModePluginDir && !in.opts.Uninstall {
 			if f, err := conflist.Pick(in.opts.ConfDir, in.opts.Network); err == nil {
-				w.Add(filepath.Join(in.opts.ConfDir, f.Network))
+				if err := w.Add(filepath.Join(in.opts.ConfDir, f.Network)); err != nil {
+					in.log.Warn("cannot watch the network's plugin folder; the resync keeps it", "err", err)
+				}
 			}
 		}
 		return nil

@@ -20,8 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/rest"
-	recordutil "k8s.io/client-go/tools/record/util"
 	"k8s.io/client-go/tools/clientcmd"
+	recordutil "k8s.io/client-go/tools/record/util"
 )
 
 // Timeout bounds each call to the API server.

@@ -90,7 +90,7 @@ func (w *Writer) rotate(n int64) error {
 	if err := unix.Flock(int(lock.Fd()), unix.LOCK_EX); err != nil {
 		return fmt.Errorf("lock the log: %w", err)
 	}
-	defer unix.Flock(int(lock.Fd()), unix.LOCK_UN)
+	defer func() { _ = unix.Flock(int(lock.Fd()), unix.LOCK_UN) }()
 	st, err := os.Stat(w.Path)
 	if err != nil || st.Size()+n <= w.MaxBytes {
 		return nil // rotated by another writer, or gone

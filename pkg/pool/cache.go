@@ -69,7 +69,7 @@ func (s *Spec) CountCached(cachePath string, start time.Time) (ranges []Range, k
 		return out, time.Time{}, nil
 	}
 	if data, err := json.Marshal(want); err == nil {
-		atomicfile.Write(cachePath, data, 0o644) // best effort
+		_ = atomicfile.Write(cachePath, data, 0o644) // best effort: the next call counts again
 		removeStaleTemps(cachePath, start)
 	}
 	return out, time.Time{}, nil

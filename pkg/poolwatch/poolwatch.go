@@ -474,12 +474,14 @@ func (w *Watcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
 	for _, dir := range fsw.WatchList() {
 		have[dir] = true
 		if !want[dir] {
-			fsw.Remove(dir)
+			_ = fsw.Remove(dir) // gone already, most likely
 		}
 	}
 	for dir := range want {
 		if !have[dir] {
-			fsw.Add(dir)
+			// A folder that does not exist yet is watched through its
+			// parent; the next full round adds it.
+			_ = fsw.Add(dir)
 		}
 	}
 }

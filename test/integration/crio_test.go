@@ -170,7 +170,7 @@ func TestCRIO(t *testing.T) {
 				if !strings.Contains(l, "netready: check route") {
 					t.Errorf("CRI-O's log does not carry netready's message: %s", l)
 				}
-				t.Logf("crio: with the route gone, CRI-O logs: %s", l[strings.Index(l, "Could not"):])
+				t.Logf("crio: with the route gone, CRI-O logs: %s", l[max(0, strings.Index(l, "Could not")):])
 			}
 		}
 		restore()
@@ -214,7 +214,7 @@ func TestCRIO(t *testing.T) {
 		if dels := verbLines(log, "DEL", web1); len(dels) != 0 {
 			t.Errorf("a DEL named web-1, so GC proved nothing: %q", dels)
 		}
-		t.Logf("crio: GC at start-up: %s", gc[strings.Index(gc, "msg="):])
+		t.Logf("crio: GC at start-up: %s", gc[max(0, strings.Index(gc, "msg=")):])
 	})
 
 	var web2 string
