@@ -98,8 +98,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
 		// pod publishing. Sharing one client, a Node that could not be
-		// read (404, retried with backoff) slowed every pod patch to one
-		// per 200 ms (BenchmarkPublishLatency: p50 7 -> 194 ms).
+		// read (404, retried with backoff) slowed every pod patch to the
+		// Node's retry pace (BenchmarkPublishLatency).
 		nodeClient, err := kubeapi.NewREST(cfg)
 		if err != nil {
 			return fmt.Errorf("kubernetes client: %w", err)

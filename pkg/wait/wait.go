@@ -35,8 +35,9 @@ type Options struct {
 }
 
 // DefaultPollMax is the backoff cap of polled checks. A change is seen
-// within about one cap and one answer: 45 ms keeps detection p99 under
-// 50 ms with a storm's scheduling delay on top (50 ms gave 50.0–50.6).
+// within about one cap and one answer, so the cap sits a little under the
+// 50 ms detection goal, leaving room for a storm's scheduling delay
+// (docs/benchmarks.md).
 const DefaultPollMax = 45 * time.Millisecond
 
 // Defaults fills in unset options.
@@ -46,9 +47,9 @@ func (o *Options) Defaults() {
 	}
 	if o.SafetyMax == 0 {
 		// Each re-check of a rule check reads its chain, which in a
-		// storm holds every other pod's rule: at 1 s throughout, 110
-		// ADDs waiting 8 s on iptables rules spent a tenth of the
-		// storm's CPU on re-checks.
+		// storm holds every other pod's rule: re-checked every second,
+		// a storm of waiting ADDs spent much of its CPU on re-checks
+		// (docs/benchmarks.md).
 		o.SafetyMax = max(o.Safety, 4*time.Second)
 	}
 	if o.PollMin == 0 {

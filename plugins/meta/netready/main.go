@@ -13,7 +13,8 @@ import (
 func main() {
 	// One P: the plugin waits, it does not compute. With two, each wake
 	// (a notification, a poll's answer) also woke a second thread to look
-	// for work; in a storm of 110 waiting ADDs that was 5-15% of their CPU.
+	// for work, which cost a storm of waiting ADDs a share of their CPU
+	// (docs/benchmarks.md).
 	runtime.GOMAXPROCS(1)
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add:    cmdAdd,
