@@ -43,6 +43,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	netreadyNS := fs.String("netready-namespace", explain.DefaultNamespace, "the namespace netready is deployed in")
 	timeout := fs.Duration("timeout", 30*time.Second, "give up on the API server after this long")
 	showVersion := fs.Bool("version", false, "print the version and exit")
+	if asksHelp(args) {
+		// Asked for: the usage is the answer, on stdout, and no error.
+		fmt.Fprint(stdout, usage)
+		fs.SetOutput(stdout)
+		fs.PrintDefaults()
+		return 0
+	}
 	if err := fs.Parse(args); err != nil {
 		return 2
 	}
@@ -116,4 +123,17 @@ func writeJSON(stdout, stderr io.Writer, v any) int {
 		return 2
 	}
 	return 0
+}
+
+// asksHelp reports -h or --help among the flags (before "--").
+func asksHelp(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--":
+			return false
+		case "-h", "--help", "-help":
+			return true
+		}
+	}
+	return false
 }

@@ -1,0 +1,28 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelp: --help is an answer (stdout, exit 0); a wrong call is an error
+// (stderr, exit 2).
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		out, noise string
+	}{
+		{[]string{"--help"}, 0, "kubectl netready explain", ""},
+		{[]string{"-h"}, 0, "kubectl netready status", ""},
+		{[]string{"bogus"}, 2, "", "Usage:"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.noise) ||
+			(tc.code == 0 && stderr.Len() > 0) || (tc.code != 0 && stdout.Len() > 0) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.noise)
+		}
+	}
+}
