@@ -31,6 +31,7 @@ func run(args []string) int {
 	fs.StringVar(&o.Config, "config", "", `netready's entry: a JSON file, a folder of *.json fragments merged in name order (RFC 7386), or inline JSON (default {"type": "netready"})`)
 	fs.StringVar(&o.PluginBinary, "plugin-binary", "", "the plugin to copy (default: netready beside this program)")
 	fs.StringVar(&o.Mode, "mode", install.ModeConflist, "conflist: append to the chain; plugin-dir: write <conf-dir>/<network>/netready.conf (libcni 1.3+)")
+	fs.StringVar(&o.CNIVersion, "cni-version", "", `"auto": raise the conflist's cniVersion to 1.1.0, so that runtimes call STATUS and GC, when every plugin of the chain answers VERSION with 1.1.0 among its versions (default: leave it)`)
 	fs.BoolVar(&o.Watch, "watch", false, "keep the entry in place until stopped (with --uninstall: keep it out)")
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "remove netready's entry (the binary stays)")
 	fs.DurationVar(&o.Resync, "resync", time.Minute, "with --watch, re-check this often even without events")

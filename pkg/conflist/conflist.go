@@ -276,6 +276,52 @@ func (f *File) rewrite(entry *json.RawMessage) ([]byte, error) {
 	return pretty.Bytes(), nil
 }
 
+// PluginTypes lists the chain's plugin types and their IPAM plugins' types,
+// each once, in chain order: every binary a runtime runs for the network.
+func (f *File) PluginTypes() []string {
+	var out []string
+	add := func(t string) {
+		if t != "" && !slices.Contains(out, t) {
+			out = append(out, t)
+		}
+	}
+	for _, p := range f.Plugins {
+		add(pluginType(p))
+		var withIPAM struct {
+			IPAM struct {
+				Type string `json:"type"`
+			} `json:"ipam"`
+		}
+		_ = json.Unmarshal(p, &withIPAM) // a plugin without ipam has none
+		add(withIPAM.IPAM.Type)
+	}
+	return out
+}
+
+// WithCNIVersion returns a conflist's content with its top-level
+// cniVersion set to v, every other key kept as written.
+func WithCNIVersion(data []byte, v string) ([]byte, error) {
+	top, err := parseObject(data)
+	if err != nil {
+		return nil, err
+	}
+	quoted, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	top.set("cniVersion", quoted)
+	out, err := top.marshal()
+	if err != nil {
+		return nil, err
+	}
+	var pretty bytes.Buffer
+	if err := json.Indent(&pretty, out, "", "  "); err != nil {
+		return nil, err
+	}
+	pretty.WriteByte('\n')
+	return pretty.Bytes(), nil
+}
+
 // ListPath is where a single-plugin file's conflist goes.
 func (f *File) ListPath() string {
 	if f.List {

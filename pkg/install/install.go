@@ -132,13 +132,20 @@ func (in *installer) ensureOnce() error {
 	if err != nil {
 		return err
 	}
-	in.warnOldVersion(f)
 	if in.opts.Mode == ModePluginDir {
+		in.warnOldVersion(f)
 		return in.ensurePluginDir(f, entry)
 	}
 	data, err := f.WithEntry(entry)
 	if err != nil {
 		return err
+	}
+	data, raised, err := in.raiseVersion(f, data)
+	if err != nil {
+		return err
+	}
+	if !raised {
+		in.warnOldVersion(f)
 	}
 	target := f.ListPath()
 	if in.beforeWrite != nil {
@@ -222,7 +229,7 @@ func (in *installer) warnOldVersion(f *conflist.File) {
 		return
 	}
 	in.warned[key] = true
-	in.log.Warn(fmt.Sprintf("%s has cniVersion %q, below %s: runtimes never call STATUS or GC for it, so netready cannot report pool or agent problems and stale markers wait for DEL. ADD, CHECK and DEL work. netready leaves cniVersion as the vendor wrote it: raise it in the network plugin's own config if that plugin supports %s",
+	in.log.Warn(fmt.Sprintf("%s has cniVersion %q, below %s: runtimes never call STATUS or GC for it, so netready cannot report pool or agent problems and stale markers wait for DEL. ADD, CHECK and DEL work. netready leaves cniVersion as the vendor wrote it: raise it in the network plugin's own config if that plugin supports %s, or run netready-install with --cni-version auto",
 		f.Path, v, minVerbsVersion, minVerbsVersion))
 }
 

@@ -36,10 +36,13 @@ type Options struct {
 	Config       string
 	PluginBinary string
 	Mode         string
-	Watch        bool
-	Uninstall    bool
-	Resync       time.Duration
-	WaitTimeout  time.Duration
+	// CNIVersion "auto" raises the conflist's cniVersion to 1.1.0 when
+	// every plugin of the chain supports it; "" leaves it.
+	CNIVersion  string
+	Watch       bool
+	Uninstall   bool
+	Resync      time.Duration
+	WaitTimeout time.Duration
 
 	// snippet is Config read (a file, or inline JSON).
 	snippet []byte
@@ -71,6 +74,12 @@ func (o *Options) Validate() error {
 	}
 	if o.Mode != ModeConflist && o.Mode != ModePluginDir {
 		errs = append(errs, fmt.Errorf("--mode %q must be %q or %q", o.Mode, ModeConflist, ModePluginDir))
+	}
+	switch {
+	case o.CNIVersion != "" && o.CNIVersion != CNIVersionAuto:
+		errs = append(errs, fmt.Errorf("--cni-version %q: the one value is %q (raise cniVersion to 1.1.0 when every plugin supports it)", o.CNIVersion, CNIVersionAuto))
+	case o.CNIVersion == CNIVersionAuto && o.Mode == ModePluginDir:
+		errs = append(errs, fmt.Errorf("--cni-version auto edits the conflist, which --mode plugin-dir leaves as the vendor wrote it: use --mode conflist, or raise cniVersion in the network plugin's own config"))
 	}
 	if !o.Uninstall {
 		if info, err := os.Stat(o.PluginBinary); err != nil {

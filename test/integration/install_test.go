@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/containernetworking/cni/libcni"
 )
 
 // installer runs bin/netready-install with the given flags.
@@ -242,4 +244,85 @@ func TestInstallerEndToEnd(t *testing.T) {
 			t.Errorf("after a stop the chain ends with %q, want netready still there", typ)
 		}
 	})
+}
+
+// TestInstallerCNIVersionAuto: with --cni-version auto, a stock 0.3.1
+// conflist (bridge, host-local, portmap) is raised to 1.1.0 after the real
+// reference plugins and netready each answered VERSION with 1.1.0, and the
+// raised chain then answers STATUS through libcni. With a plugin that
+// supports only 0.3.1 in the chain, the version stays, and the installer
+// names that plugin. Without the flag the version is never changed.
+func TestInstallerCNIVersionAuto(t *testing.T) {
+	stock := func(extra string) string {
+		return `{"cniVersion":"0.3.1","name":"autonet","plugins":[{"type":"bridge","bridge":"nrauto0","ipam":{"type":"host-local","subnet":"10.200.251.0/24"}},{"type":"portmap","capabilities":{"portMappings":true}}` + extra + `]}`
+	}
+	version := func(t *testing.T, path string) string {
+		data, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var v struct {
+			CNIVersion string `json:"cniVersion"`
+		}
+		json.Unmarshal(data, &v)
+		return v.CNIVersion
+	}
+	t.Run("every plugin supports 1.1.0", func(t *testing.T) {
+		conf, bin := t.TempDir(), pluginDir(t, "bridge", "host-local", "portmap")
+		path := filepath.Join(conf, "10-autonet.conflist")
+		os.WriteFile(path, []byte(stock("")), 0o644)
+		out := runInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--cni-version", "auto")
+		if got := version(t, path); got != "1.1.0" {
+			t.Fatalf("cniVersion after --cni-version auto = %q, want 1.1.0\n%s", got, out)
+		}
+		if last, _ := lastPluginType(mustRead(t, path)); last != "netready" {
+			t.Errorf("last plugin = %q, want netready", last)
+		}
+		// The raised chain takes STATUS: every plugin runs at 1.1.0.
+		list, err := libcni.ConfListFromFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, t.TempDir(), nil)
+		if err := cni.GetStatusNetworkList(context.Background(), list); err != nil {
+			t.Errorf("STATUS of the raised chain: %v", err)
+		}
+	})
+	t.Run("a plugin that supports only 0.3.1", func(t *testing.T) {
+		conf, bin := t.TempDir(), pluginDir(t, "bridge", "host-local", "portmap")
+		old := `#!/bin/sh
+[ "$CNI_COMMAND" = VERSION ] && echo '{"cniVersion":"0.3.1","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1"]}' && exit 0
+echo '{"cniVersion":"0.3.1","code":4,"msg":"only VERSION here"}'; exit 1
+`
+		if err := os.WriteFile(filepath.Join(bin, "oldplugin"), []byte(old), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(conf, "10-autonet.conflist")
+		os.WriteFile(path, []byte(stock(`,{"type":"oldplugin"}`)), 0o644)
+		out := runInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"), "--cni-version", "auto")
+		if got := version(t, path); got != "0.3.1" {
+			t.Errorf("cniVersion with a 0.3.1-only plugin = %q, want it left at 0.3.1", got)
+		}
+		if !strings.Contains(out, `plugin \"oldplugin\" supports 0.1.0, 0.2.0, 0.3.0, 0.3.1, not 1.1.0`) {
+			t.Errorf("the installer did not name the plugin that holds the version back:\n%s", out)
+		}
+	})
+	t.Run("without the flag", func(t *testing.T) {
+		conf, bin := t.TempDir(), pluginDir(t, "bridge", "host-local", "portmap")
+		path := filepath.Join(conf, "10-autonet.conflist")
+		os.WriteFile(path, []byte(stock("")), 0o644)
+		out := runInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"))
+		if got := version(t, path); got != "0.3.1" || !strings.Contains(out, "--cni-version auto") {
+			t.Errorf("cniVersion without the flag = %q (want 0.3.1), warning names the flag: %v\n%s", got, strings.Contains(out, "--cni-version auto"), out)
+		}
+	})
+}
+
+func mustRead(t *testing.T, path string) []byte {
+	t.Helper()
+	data, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
 }
