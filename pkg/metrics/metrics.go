@@ -25,6 +25,9 @@ type Metrics struct {
 	GatedPods      prometheus.Gauge
 	AddWait        *prometheus.HistogramVec
 	ConfigInvalid  *prometheus.GaugeVec
+	// CNIStatusActive: whether runtimes call STATUS for the node's
+	// conflist.
+	CNIStatusActive *prometheus.GaugeVec
 }
 
 // New registers every series with reg.
@@ -85,6 +88,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_config_invalid",
 			Help: "1 while this node's netready entry for the network is refused by ADD (code 7), which STATUS does not report: pods of that network fail to start. 0 once it is accepted again.",
 		}, []string{"network"}),
+		CNIStatusActive: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_cni_status_active",
+			Help: "1 when the runtime calls CNI STATUS (and GC) for the node's conflist, whose cniVersion is 1.1.0 or later; 0 when it never does (netready-install --cni-version auto raises it where every plugin allows). Labels: the conflist's network and cniVersion.",
+		}, []string{"network", "cni_version"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -97,6 +104,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
-		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/fsnotify/fsnotify"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -208,5 +209,35 @@ func TestPoolWatchKeepsStatusCount(t *testing.T) {
 	}
 	if _, err := os.Stat(missing); err == nil {
 		t.Errorf("the watch made %s, an entry's stateDir that this container does not have", missing)
+	}
+}
+
+// TestCNIStatusActive: netready_cni_status_active says whether runtimes
+// call STATUS for the conflist the runtime uses: 0 at a stock 0.3.1, 1 once
+// it is raised to 1.1.0.
+func TestCNIStatusActive(t *testing.T) {
+	confDir := t.TempDir()
+	path := filepath.Join(confDir, "10-calico.conflist")
+	write := func(v string) {
+		conf := fmt.Sprintf(`{"cniVersion":%q,"name":"k8s-pod-network","plugins":[{"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"netready"}]}`, v)
+		if err := os.WriteFile(path, []byte(conf), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	m := metrics.New(prometheus.NewRegistry())
+	w := New(Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}, nil, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), m, health.New())
+	for _, tc := range []struct {
+		version string
+		want    float64
+	}{{"0.3.1", 0}, {"1.1.0", 1}} {
+		write(tc.version)
+		w.loadNetworks()
+		if got := testutil.ToFloat64(m.CNIStatusActive.WithLabelValues("k8s-pod-network", tc.version)); got != tc.want {
+			t.Errorf("cniVersion %s: netready_cni_status_active = %v, want %v", tc.version, got, tc.want)
+		}
+		if n := testutil.CollectAndCount(m.CNIStatusActive); n != 1 {
+			t.Errorf("cniVersion %s: %d series, want only the current file's", tc.version, n)
+		}
 	}
 }
