@@ -299,6 +299,21 @@ func TestDeployAndAdmission(t *testing.T) {
 			{"other gates kept", withGates(plainPod("gated", "others", ""), "example.com/lb-ready"), []string{"example.com/lb-ready", ours}},
 			{"hostNetwork", host, nil},
 			{"unlabelled namespace", plainPod("plain", "app", ""), nil},
+			{"Windows by spec.os", func() *corev1.Pod {
+				p := plainPod("gated", "win-os", "")
+				p.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
+				return p
+			}(), nil},
+			{"Windows by node selector", func() *corev1.Pod {
+				p := plainPod("gated", "win-sel", "")
+				p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "windows"}
+				return p
+			}(), nil},
+			{"Linux by node selector", func() *corev1.Pod {
+				p := plainPod("gated", "linux-sel", "")
+				p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
+				return p
+			}(), []string{ours}},
 		}
 		for _, tt := range tests {
 			got := gates(a.create(t, tt.pod))
