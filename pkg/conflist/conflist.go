@@ -264,16 +264,7 @@ func (f *File) rewrite(entry *json.RawMessage) ([]byte, error) {
 		return nil, err
 	}
 	top.set("plugins", list)
-	out, err := top.marshal()
-	if err != nil {
-		return nil, err
-	}
-	var pretty bytes.Buffer
-	if err := json.Indent(&pretty, out, "", "  "); err != nil {
-		return nil, err
-	}
-	pretty.WriteByte('\n')
-	return pretty.Bytes(), nil
+	return top.indented()
 }
 
 // PluginTypes lists the chain's plugin types and their IPAM plugins' types,
@@ -310,7 +301,13 @@ func WithCNIVersion(data []byte, v string) ([]byte, error) {
 		return nil, err
 	}
 	top.set("cniVersion", quoted)
-	out, err := top.marshal()
+	return top.indented()
+}
+
+// indented is the object as a config file holds it: indented by two
+// spaces, with a final newline.
+func (o *object) indented() ([]byte, error) {
+	out, err := o.marshal()
 	if err != nil {
 		return nil, err
 	}

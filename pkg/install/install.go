@@ -113,12 +113,18 @@ func (in *installer) ensure() error {
 		}
 		in.binaryOK = true
 	}
+	return in.untilUnchanged("adding its entry", in.ensureOnce)
+}
+
+// untilUnchanged runs edit again while it reports that a config changed
+// under it (atomicfile.ErrChanged), at most changedRetries times.
+func (in *installer) untilUnchanged(what string, edit func() error) error {
 	var err error
 	for range changedRetries {
-		if err = in.ensureOnce(); !errors.Is(err, atomicfile.ErrChanged) {
+		if err = edit(); !errors.Is(err, atomicfile.ErrChanged) {
 			return err
 		}
-		in.log.Info("the CNI config changed while netready was adding its entry; reading it again", "err", err)
+		in.log.Info("a CNI config changed while netready was "+what+"; reading it again", "err", err)
 	}
 	return err
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 
-	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/conflist"
 )
 
@@ -15,14 +14,7 @@ import (
 // its plugin-folder file. It touches nothing else: the binary stays, unused.
 // A config that changes while it is being edited is read again.
 func (in *installer) uninstall() error {
-	var err error
-	for range changedRetries {
-		if err = in.uninstallOnce(); !errors.Is(err, atomicfile.ErrChanged) {
-			return err
-		}
-		in.log.Info("a CNI config changed while netready was taking its entry out; reading it again", "err", err)
-	}
-	return err
+	return in.untilUnchanged("taking its entry out", in.uninstallOnce)
 }
 
 func (in *installer) uninstallOnce() error {

@@ -275,26 +275,33 @@ add element inet %[1]s pods { 10.9.0.5`, table)
 	for _, tc := range []struct {
 		set, ip string
 		want    result
+		also    string // another pod IP, checked by a check of its own
 	}{
-		{"pods", "10.9.0.5", result{Ready: true}},
-		{"pods", "10.10.77.1", result{Ready: true}},
-		{"pods", "10.9.0.6", result{Why: "IP not in the set yet"}},
-		{"ranges", "10.8.0.200", result{Ready: true}},
-		{"ranges", "10.8.1.1", result{Why: "IP not in the set yet"}},
-		{"pods6", "fd00::5", result{Ready: true}},
-		{"pods6", "fd00::6", result{Why: "IP not in the set yet"}},
-		{"pods6", "10.9.0.5", result{Ready: true}}, // the other family's set is another check
-		{"missing", "10.9.0.5", result{Why: "set does not exist (yet)"}},
-		{"names", "10.9.0.5", result{Never: true}},
+		{"pods", "10.9.0.5", result{Ready: true}, ""},
+		{"pods", "10.10.77.1", result{Ready: true}, ""},
+		{"pods", "10.9.0.6", result{Why: "IP not in the set yet"}, ""},
+		{"ranges", "10.8.0.200", result{Ready: true}, ""},
+		{"ranges", "10.8.1.1", result{Why: "IP not in the set yet"}, ""},
+		{"pods6", "fd00::5", result{Ready: true}, ""},
+		{"pods6", "fd00::6", result{Why: "IP not in the set yet"}, ""},
+		// An IPv4-only pod can never be in an IPv6 set; a dual-stack
+		// pod's IPv6 address has its own check there.
+		{"pods6", "10.9.0.5", result{Never: true}, ""},
+		{"pods6", "10.9.0.5", result{Ready: true}, "fd00::5"},
+		{"missing", "10.9.0.5", result{Why: "set does not exist (yet)"}, ""},
+		{"names", "10.9.0.5", result{Never: true}, ""},
 	} {
-		t.Run(tc.set+" "+tc.ip, func(t *testing.T) {
-			ip := net.ParseIP(tc.ip)
-			att := &attachment.Attachment{Network: "n", ContainerID: "c", IfName: "eth0",
-				IPs: []attachment.IP{{Address: net.IPNet{IP: ip, Mask: net.CIDRMask(len(ip)*8, len(ip)*8)}}}}
+		t.Run(tc.set+" "+tc.ip+" "+tc.also, func(t *testing.T) {
+			att := &attachment.Attachment{Network: "n", ContainerID: "c", IfName: "eth0"}
+			for _, s := range []string{tc.ip, tc.also} {
+				if ip := net.ParseIP(s); ip != nil {
+					att.IPs = append(att.IPs, attachment.IP{Address: net.IPNet{IP: ip, Mask: net.CIDRMask(len(ip)*8, len(ip)*8)}})
+				}
+			}
 			env := checks.NewEnv("")
 			defer env.Close()
 			cs, err := checks.Build([]config.CheckConf{{Kind: config.KindNFTables, Family: "inet", Table: table, Set: tc.set}}, att, env)
-			if err != nil || len(cs) != 1 {
+			if err != nil || len(cs) != len(att.IPs) {
 				t.Fatalf("Build = %d checks, %v", len(cs), err)
 			}
 			ready, why, err := cs[0].Probe(context.Background())
@@ -309,26 +316,29 @@ add element inet %[1]s pods { 10.9.0.5`, table)
 	}
 }
 
-// setCheck is never met by its probe; only its source can show it met: the
-// NFTSet stream a set check uses.
+// setCheck is met by its probe only once present is set; its source is
+// the NFTSet stream a set check uses.
 type setCheck struct {
 	src        watch.Source
 	subscribed chan struct{} // closed by the probe made after subscribing
 	probes     atomic.Int32
+	present    atomic.Bool
 }
 
 func (s *setCheck) Kind() string            { return "set" }
 func (s *setCheck) Target() string          { return s.src.String() }
 func (s *setCheck) Sources() []watch.Source { return []watch.Source{s.src} }
 func (s *setCheck) Probe(context.Context) (bool, string, error) {
+	present := s.present.Load()
 	if s.probes.Add(1) == 2 {
 		close(s.subscribed)
 	}
-	return false, "not yet", nil
+	return present, "not yet", nil
 }
 
 // TestWakeThatShows: the kernel's notification of the element ends the
-// wait without a probe that agrees, on a real NFTSet stream.
+// wait at once, on a real NFTSet stream, with no safety re-check (a
+// minute) and no polling; ready is then confirmed by a probe of its own.
 func TestWakeThatShows(t *testing.T) {
 	table := "nrshow" + randomHex(3)
 	if err := applyNFT("add table inet " + table + "\nadd set inet " + table + " pods { type ipv4_addr; }"); err != nil {
@@ -340,6 +350,7 @@ func TestWakeThatShows(t *testing.T) {
 	added := make(chan error, 1)
 	go func() {
 		<-c.subscribed
+		c.present.Store(true) // what a probe would find once nft is done
 		added <- applyNFT("add element inet " + table + " pods { 10.9.0.5 }")
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -353,6 +364,10 @@ func TestWakeThatShows(t *testing.T) {
 	}
 	if !out.Ready() {
 		t.Errorf("outcome = %+v, want ready from the element's notification", out)
+	}
+	// Before subscribing, after it, and the confirmation: no poll.
+	if n := c.probes.Load(); n > 3 {
+		t.Errorf("probes = %d, want 3: the notification, not polling, ended the wait", n)
 	}
 }
 
