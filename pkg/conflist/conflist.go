@@ -196,6 +196,19 @@ func (f *File) PluginDir() string {
 	return filepath.Join(filepath.Dir(f.Path), f.Network)
 }
 
+// PrimaryTypes are the first plugin's type and its ipam's type ("" when
+// it has none).
+func (f *File) PrimaryTypes() (string, string) {
+	if len(f.Plugins) == 0 {
+		return "", ""
+	}
+	var p struct {
+		IPAM json.RawMessage `json:"ipam"`
+	}
+	_ = json.Unmarshal(f.Plugins[0], &p) // Load parsed it already
+	return pluginType(f.Plugins[0]), pluginType(p.IPAM)
+}
+
 // PrimaryIPAM returns the first plugin's ipam object if it is host-local.
 func (f *File) PrimaryIPAM() json.RawMessage {
 	var p struct {

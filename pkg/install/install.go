@@ -18,6 +18,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // installer keeps netready in one node's CNI configuration.
@@ -207,8 +208,16 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 	if err != nil {
 		return nil, nil, refusal{err}
 	}
-	if _, err := config.Parse(merged); err != nil {
+	conf, err := config.Parse(merged)
+	if err != nil {
 		return nil, nil, refuse("%s: %s", f.Path, config.InvalidMessage(err))
+	}
+	// "auto" counts the chain's host-local pool: a chain without one
+	// would leave the pool unwatched while the entry says it is.
+	if conf.Status != nil && conf.Status.IPAMAuto() {
+		if _, err := pool.AutoIPAM(f); err != nil {
+			return nil, nil, refusal{err}
+		}
 	}
 	if in.opts.Mode == ModePluginDir {
 		if ok, why := f.LoadsPluginDir(); !ok {

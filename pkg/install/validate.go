@@ -10,6 +10,7 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // ValidateFile checks an entry (a file or a folder of fragments, as
@@ -64,5 +65,15 @@ func entryProblems(path string, stdin io.Reader) []error {
 	if err != nil {
 		return []error{err}
 	}
-	return config.Problems(merged)
+	problems := config.Problems(merged)
+	if _, isList := top["plugins"]; isList && len(problems) == 0 {
+		// A whole conflist: "auto" must find a host-local pool in it.
+		file.Path = path
+		if conf, err := config.Parse(merged); err == nil && conf.Status != nil && conf.Status.IPAMAuto() {
+			if _, err := pool.AutoIPAM(file); err != nil {
+				problems = append(problems, err)
+			}
+		}
+	}
+	return problems
 }
