@@ -185,6 +185,9 @@ type fileCheck struct {
 	kind     string
 	path     string
 	contains string
+	// noFolder, when set, is why a missing parent folder means the agent
+	// is not set up to write the file at all (a preset's prerequisite).
+	noFolder string
 }
 
 // maxFileRead bounds how much of a status file is read.
@@ -206,6 +209,9 @@ func (c *fileCheck) Sources() []watch.Source {
 func (c *fileCheck) Probe(context.Context) (bool, string, error) {
 	f, err := os.Open(c.path)
 	if errors.Is(err, os.ErrNotExist) {
+		if _, err := os.Stat(filepath.Dir(c.path)); c.noFolder != "" && errors.Is(err, os.ErrNotExist) {
+			return false, c.noFolder, nil
+		}
 		return false, "file does not exist (yet)", nil
 	}
 	if err != nil {
@@ -244,7 +250,16 @@ func calicoCheck(dir string, att *attachment.Attachment) (Check, error) {
 	if att.Pod.Namespace == "" || att.Pod.Name == "" {
 		return nil, never(`preset "calico" needs K8S_POD_NAMESPACE and K8S_POD_NAME in CNI_ARGS`)
 	}
-	return &fileCheck{kind: config.KindFile, path: filepath.Join(dir, CalicoStatusFileName(att.Pod.Namespace, att.Pod.Name, att.IfName))}, nil
+	return &fileCheck{kind: config.KindFile, path: filepath.Join(dir, CalicoStatusFileName(att.Pod.Namespace, att.Pod.Name, att.IfName)),
+		noFolder: CalicoNotWriting(dir)}, nil
+}
+
+// CalicoNotWriting says why Felix writes no endpoint status into dir: it
+// writes it only with endpointStatusPathPrefix set, which is empty by
+// default (the Tigera operator sets it only with
+// linuxPolicySetupTimeoutSeconds > 0).
+func CalicoNotWriting(dir string) string {
+	return fmt.Sprintf("calico preset: %s does not exist; set endpointStatusPathPrefix in FelixConfiguration (to %s)", dir, filepath.Dir(dir))
 }
 
 // CalicoStatusFileName is Felix's endpoint-status file name for a pod.

@@ -213,6 +213,7 @@ func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 		} else {
 			c.stopCheck(path)
 		}
+		c.notePresets(m)
 		out = append(out, m)
 	}
 	return out, bad, basis.String()

@@ -28,6 +28,9 @@ type Metrics struct {
 	// CNIStatusActive: whether runtimes call STATUS for the node's
 	// conflist.
 	CNIStatusActive *prometheus.GaugeVec
+	// PresetNotWriting: a preset's agent is not set up to write what the
+	// preset waits for.
+	PresetNotWriting *prometheus.GaugeVec
 }
 
 // New registers every series with reg.
@@ -92,6 +95,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_cni_status_active",
 			Help: "1 when the runtime calls CNI STATUS (and GC) for the node's conflist, whose cniVersion is 1.1.0 or later; 0 when it never does (netready-install --cni-version auto raises it where every plugin allows). Labels: the conflist's network and cniVersion.",
 		}, []string{"network", "cni_version"}),
+		PresetNotWriting: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_preset_not_writing",
+			Help: "1 while a pending attachment of the network says its preset's agent is not set up to write what the preset waits for (calico: Felix's endpoint-status folder does not exist, endpointStatusPathPrefix unset); 0 once an attachment of the network is ready.",
+		}, []string{"network"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -104,6 +111,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
-		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

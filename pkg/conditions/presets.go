@@ -1,0 +1,60 @@
+package conditions
+
+import (
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netready/netready/pkg/marker"
+)
+
+// ReasonPresetNotWriting is the reason of the Node Event for a preset
+// whose agent is not set up to write what the preset waits for (Calico's
+// Felix without endpointStatusPathPrefix): every pod of the network would
+// wait its whole timeout.
+const ReasonPresetNotWriting = "NetreadyPresetNotWriting"
+
+// presetPrefixes start the reasons checks give when a preset's agent is
+// not set up to write at all (checks.CalicoNotWriting).
+var presetPrefixes = []string{"calico preset: "}
+
+// notePresets raises, once per network and message, a check of m that
+// says its preset's agent is not set up: a Warning Event on the Node and
+// netready_preset_not_writing{network} 1. A ready marker of the network
+// clears it.
+func (c *Controller) notePresets(m *marker.Marker) {
+	why := ""
+	for _, ch := range m.Checks {
+		for _, p := range presetPrefixes {
+			if !ch.Ready && strings.HasPrefix(ch.Why, p) {
+				why = ch.Why
+			}
+		}
+	}
+	c.mu.Lock()
+	old, noted := c.presetNotes[m.Network]
+	switch {
+	case why != "" && why != old:
+		c.presetNotes[m.Network] = why
+	case why == "" && noted && m.State == marker.StateReady:
+		delete(c.presetNotes, m.Network)
+	default:
+		c.mu.Unlock()
+		return
+	}
+	c.mu.Unlock()
+	if why == "" {
+		c.metrics.PresetNotWriting.WithLabelValues(m.Network).Set(0)
+		c.log.Info("the preset's agent writes what it waits for again", "network", m.Network)
+		return
+	}
+	c.metrics.PresetNotWriting.WithLabelValues(m.Network).Set(1)
+	c.log.Warn("a preset's agent is not set up to write what netready waits for: every pod of the network waits its whole timeout", "network", m.Network, "why", why)
+	if c.recorder != nil {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}}
+		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonPresetNotWriting, "Check",
+			"network %s: %s. Until then every ADD of the network waits its whole timeout", m.Network, why)
+	}
+}
