@@ -4,7 +4,10 @@
 # CycloneDX SBOM of each binary, made from its Go build info by
 # cyclonedx-gomod; one OCI image-index archive holding both architectures'
 # images, built without Docker; deploy/ with the image pinned to VERSION;
-# and SHA256SUMS of all of it.
+# the operator's tools (kubectl-netready, and netready-install for
+# --validate) for darwin/amd64, darwin/arm64 and windows/amd64 too, each in
+# its own archive with an SBOM; a krew plugin manifest (netready.yaml) with
+# every kubectl-netready archive's sha256; and SHA256SUMS of all of it.
 # Usage: release.sh VERSION OUT CACHE
 set -euo pipefail
 version=$1 out=$2 cache=$3
@@ -47,6 +50,27 @@ for arch in "${arches[@]}"; do
   platforms+=("$arch=$rootfs")
 done
 (IFS=,; "$root/scripts/oci-archive.sh" "${platforms[*]}" /bin/netready-sidecar "$image:$version" "$out/netready-image.tar")
+
+# The operator's tools, for every platform krew serves: an archive per
+# tool and platform holding the binary and LICENSE, which krew installs.
+clients=(linux/amd64 linux/arm64 darwin/amd64 darwin/arm64 windows/amd64)
+for p in "${clients[@]}"; do
+  os=${p%/*} arch=${p#*/} ext=
+  [ "$os" = windows ] && ext=.exe
+  cbin="$work/clients/$os-$arch"
+  mkdir -p "$cbin"
+  (cd "$root" && GOOS=$os GOARCH=$arch CGO_ENABLED=0 go build -trimpath -ldflags "$ldflags" -o "$cbin/" ./cmd/kubectl-netready ./cmd/netready-install)
+  cp "$root/LICENSE" "$cbin/"
+  for b in kubectl-netready netready-install; do
+    tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$cbin" -czf "$out/$b-$version-$os-$arch.tar.gz" "$b$ext" LICENSE
+    if [ "$os" != linux ]; then
+      GOOS=$os GOARCH=$arch "$tools/cyclonedx-gomod" bin -json -version "$version" -output "$out/$b-$version-$os-$arch.cdx.json" "$cbin/$b$ext" \
+        || die "SBOM of $b ($os/$arch) failed"
+    fi
+  done
+done
+"$root/scripts/krew-manifest.sh" "$version" "$out" "${clients[@]}" > "$out/netready.yaml"
+
 
 # deploy/, with the image pinned to this release.
 cp -r "$root/deploy" "$work/deploy"

@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"golang.org/x/sys/unix"
 )
 
 // TempPrefix starts every temp file name. Temp names end in random digits,
@@ -48,6 +47,9 @@ func Write(path string, data []byte, perm fs.FileMode) error {
 	return SyncDir(filepath.Dir(path))
 }
 
+// errNoExchange: the system or file system cannot swap two paths.
+var errNoExchange = errors.New("no atomic exchange here")
+
 // ErrChanged says that Replace found another content than the one it was
 // to replace, and left it in place.
 var ErrChanged = errors.New("the file changed meanwhile; left as it is")
@@ -65,9 +67,9 @@ func Replace(path string, data []byte, perm fs.FileMode, same func(old []byte) b
 		return err
 	}
 	defer os.Remove(tmp)
-	err = unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE)
+	err = exchange(tmp, path)
 	switch {
-	case errors.Is(err, unix.EINVAL), errors.Is(err, unix.ENOSYS):
+	case errors.Is(err, errNoExchange):
 		return replaceByRename(tmp, path, same)
 	case err != nil:
 		return fmt.Errorf("replace %s: %w", path, err)
@@ -77,7 +79,7 @@ func Replace(path string, data []byte, perm fs.FileMode, same func(old []byte) b
 		return SyncDir(filepath.Dir(path))
 	}
 	// Put it back; if path went meanwhile (removed), it stays gone.
-	if err := unix.Renameat2(unix.AT_FDCWD, tmp, unix.AT_FDCWD, path, unix.RENAME_EXCHANGE); err != nil && !errors.Is(err, unix.ENOENT) {
+	if err := exchange(tmp, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
 		return fmt.Errorf("replace %s: putting back what it held: %w", path, err)
 	}
 	return fmt.Errorf("replace %s: %w", path, ErrChanged)

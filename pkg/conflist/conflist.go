@@ -220,6 +220,26 @@ func (f *File) PrimaryIPAM() json.RawMessage {
 	return p.IPAM
 }
 
+// HostLocalIPAM is status.ipam "auto" resolved against this file: the
+// host-local ipam of its first plugin, which allocates the pods' addresses. Anything
+// else is an error that names what the chain uses instead.
+func (f *File) HostLocalIPAM() (json.RawMessage, error) {
+	ipam := f.PrimaryIPAM()
+	if ipam == nil {
+		first, ipamType := f.PrimaryTypes()
+		found := "no ipam object"
+		if ipamType != "" {
+			found = fmt.Sprintf("IPAM %q", ipamType)
+		}
+		return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) has %s, not host-local: netready counts only host-local pools, so leave "status.ipam" out (the pool is not watched), or set it to the host-local ipam object of the pods' range`,
+			f.Path, first, found)
+	}
+	if bytes.Contains(ipam, []byte(`"usePodCidr"`)) {
+		return nil, fmt.Errorf(`ipam "auto": the first plugin of %s uses host-local with subnet "usePodCidr", which only Calico's plugin resolves (to the node's pod CIDR): set "status.ipam" to a host-local object with the node's pod CIDR instead`, f.Path)
+	}
+	return ipam, nil
+}
+
 // WithEntry returns the conflist content with every netready entry removed
 // and entry appended last. A single-plugin file becomes a conflist whose
 // first plugin is the original, less its name and cniVersion.

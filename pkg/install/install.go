@@ -18,7 +18,6 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/pool"
 )
 
 // installer keeps netready in one node's CNI configuration.
@@ -215,7 +214,7 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 	// "auto" counts the chain's host-local pool: a chain without one
 	// would leave the pool unwatched while the entry says it is.
 	if conf.Status != nil && conf.Status.IPAMAuto() {
-		if _, err := pool.AutoIPAM(f); err != nil {
+		if _, err := f.HostLocalIPAM(); err != nil {
 			return nil, nil, refusal{err}
 		}
 	}

@@ -15,7 +15,6 @@ import (
 	"strings"
 	"time"
 
-	"golang.org/x/sys/unix"
 	jsonpatch "gopkg.in/evanphx/json-patch.v4"
 
 	"github.com/netready/netready/pkg/config"
@@ -177,7 +176,7 @@ func writableDir(dir string) error {
 	if !info.IsDir() {
 		return fmt.Errorf("%s is not a folder", dir)
 	}
-	if err := unix.Access(dir, unix.W_OK); err != nil {
+	if err := canWrite(dir); err != nil {
 		return fmt.Errorf("%s is not writable: %w", dir, err)
 	}
 	return nil

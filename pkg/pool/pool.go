@@ -70,24 +70,10 @@ func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
 	return AutoIPAM(f)
 }
 
-// AutoIPAM is "auto" resolved against one config file: the host-local
-// ipam of its first plugin, which allocates the pods' addresses. Anything
-// else is an error that names what the chain uses instead.
+// AutoIPAM is "auto" resolved against one config file
+// (conflist.File.HostLocalIPAM).
 func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
-	ipam := f.PrimaryIPAM()
-	if ipam == nil {
-		first, ipamType := f.PrimaryTypes()
-		found := "no ipam object"
-		if ipamType != "" {
-			found = fmt.Sprintf("IPAM %q", ipamType)
-		}
-		return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) has %s, not host-local: netready counts only host-local pools, so leave "status.ipam" out (the pool is not watched), or set it to the host-local ipam object of the pods' range`,
-			f.Path, first, found)
-	}
-	if bytes.Contains(ipam, []byte(`"usePodCidr"`)) {
-		return nil, fmt.Errorf(`ipam "auto": the first plugin of %s uses host-local with subnet "usePodCidr", which only Calico's plugin resolves (to the node's pod CIDR): set "status.ipam" to a host-local object with the node's pod CIDR instead`, f.Path)
-	}
-	return ipam, nil
+	return f.HostLocalIPAM()
 }
 
 // Load reads a host-local ipam object as host-local does.
