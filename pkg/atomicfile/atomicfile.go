@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-
 )
 
 // TempPrefix starts every temp file name. Temp names end in random digits,
