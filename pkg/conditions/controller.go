@@ -120,8 +120,8 @@ type Controller struct {
 	// journals follow each network's outcome journal; the main loop alone
 	// uses them.
 	journals map[string]*outcome.Reader
-	// configNotes: network -> the message of its refused entry.
-	configNotes map[string]string
+	// nodeNotes: "<note file> <network>" -> its message (nodenotes.go).
+	nodeNotes map[string]string
 	// presetNotes: network -> why its preset's agent writes nothing.
 	presetNotes map[string]string
 	scanned     bool
@@ -185,7 +185,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
 		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
-		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, configNotes: map[string]string{}, presetNotes: map[string]string{},
+		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]string{}, presetNotes: map[string]string{},
 		unreadable: map[string]error{}, refused: map[types.UID]refusal{}, gated: map[types.UID]bool{},
 	}
 }

@@ -27,6 +27,9 @@ type judgeOptions struct {
 	PendingTimeout  time.Duration
 	UnobservedGrace time.Duration
 	UnobservedReady bool
+	// Hold, when set, keeps unobserved pods not ready, saying why: the
+	// installer is backing off, so a pod may have skipped netready.
+	Hold string
 }
 
 // judgement is the condition a pod should show, if it is time to say.
@@ -73,6 +76,9 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 			// file must not flip every running pod of the node.
 			if len(v.Strays) > 0 && (cur == nil || cur.Reason == publish.ReasonMarkerUnreadable) {
 				return judgement{Cond: publish.WithUnreadable(nil, v.Strays, o.CondType), Publish: true, FromStrays: true}
+			}
+			if o.Hold != "" {
+				return judgement{Cond: publish.NotObservedHeld(o.CondType, o.Hold), Publish: true}
 			}
 			return judgement{Cond: publish.NotObserved(o.CondType, o.UnobservedReady, o.UnobservedGrace), Publish: true}
 		}

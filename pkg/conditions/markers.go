@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/pkg/status"
 )
 
 // scan watches every network folder and reads every marker. Markers it
@@ -46,7 +46,7 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 		}
 		listed[dir] = true
 		c.readJournal(dir)
-		c.readConfigNote(dir)
+		c.readNotes(dir)
 		for _, f := range files {
 			if isMarker(f.Name()) {
 				path := filepath.Join(dir, f.Name())
@@ -100,8 +100,8 @@ func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 		c.onMarker(ev.Name)
 	case base == outcome.FileName:
 		c.readJournal(filepath.Dir(ev.Name))
-	case base == status.InvalidConfigFile:
-		c.readConfigNote(filepath.Dir(ev.Name))
+	case base == notes.InvalidConfigFile || base == notes.InstallBackoffFile:
+		c.readNotes(filepath.Dir(ev.Name))
 	}
 }
 

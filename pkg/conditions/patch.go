@@ -187,7 +187,7 @@ func (c *Controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool
 		v.Strays = c.strays()
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
-		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady}, c.now())
+		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady, Hold: c.installBackoff()}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}

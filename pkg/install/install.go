@@ -27,8 +27,9 @@ type installer struct {
 	// written holds what this process last wrote to each path, so that
 	// events of its own writes are told apart from another agent's.
 	written map[string][]byte
-	// reverts are when an entry this process had written was found gone.
-	reverts []time.Time
+	// fight tracks another agent that keeps removing the entry, and the
+	// backoff from it.
+	fight fight
 	// binaryOK: the binary is in place; each resync checks it again,
 	// rather than every config event reading 10 MB twice.
 	binaryOK bool
@@ -37,6 +38,10 @@ type installer struct {
 	// beforeWrite, when set, runs between reading a config and writing
 	// what was made from it: tests put a vendor's rewrite there.
 	beforeWrite func(path string)
+	now         func() time.Time
+	// The entry's stateDir and network as last read, where the sidecar
+	// finds the installer's notes.
+	lastStateDir, lastNetwork string
 }
 
 // changedRetries bounds how often one ensure or uninstall reads a config
@@ -45,7 +50,7 @@ type installer struct {
 const changedRetries = 5
 
 func newInstaller(o Options, log *slog.Logger) *installer {
-	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}}
+	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}, now: time.Now}
 }
 
 // refusal is a problem that waiting cannot fix; the installer exits 1.
@@ -186,6 +191,8 @@ func (in *installer) ensureOnce() error {
 	}
 	if changed {
 		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
+	} else {
+		in.settled()
 	}
 	return nil
 }
@@ -211,6 +218,7 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 	if err != nil {
 		return nil, nil, refuse("%s: %s", f.Path, config.InvalidMessage(err))
 	}
+	in.lastStateDir, in.lastNetwork = conf.StateDir, conf.Name
 	// "auto" counts the chain's host-local pool: a chain without one
 	// would leave the pool unwatched while the entry says it is.
 	if conf.Status != nil && conf.Status.IPAMAuto() {
@@ -286,26 +294,6 @@ func (in *installer) replace(f *conflist.File, data []byte) (bool, error) {
 	return true, nil
 }
 
-// revertWarnAfter reverts within revertWindow make a warning: another
-// agent keeps rewriting the file and the two fight.
-const (
-	revertWarnAfter = 3
-	revertWindow    = time.Minute
-)
-
-func (in *installer) noteRevert(path string) {
-	now := time.Now()
-	in.reverts = append(in.reverts, now)
-	for len(in.reverts) > 0 && now.Sub(in.reverts[0]) > revertWindow {
-		in.reverts = in.reverts[1:]
-	}
-	in.log.Info("the entry was gone; put it back", "file", path)
-	if len(in.reverts) >= revertWarnAfter {
-		in.log.Warn("another agent keeps removing netready from the CNI config; configure it to keep chained plugins, or use --mode plugin-dir",
-			"file", path, "reverts", len(in.reverts), "within", revertWindow)
-	}
-}
-
 // copyBinary puts the plugin into the bin folder atomically.
 func (in *installer) copyBinary() error {
 	data, err := os.ReadFile(in.opts.PluginBinary)
@@ -358,6 +346,9 @@ func (in *installer) watch(ctx context.Context) error {
 		apply, stopping = in.uninstall, "stopping; the entry stays out"
 	}
 	check := func() error {
+		if !in.opts.Uninstall && in.backingOff() {
+			return nil
+		}
 		err := apply()
 		switch {
 		case waitable(err):

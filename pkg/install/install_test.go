@@ -382,3 +382,46 @@ func TestVendorRewriteIsNeverLost(t *testing.T) {
 		})
 	}
 }
+
+// TestFightBackoff: five reverts within five minutes make the installer
+// stop putting the entry back for a minute; after that one revert is
+// enough to stop again, for twice as long, up to 30 minutes; an entry
+// that stays clears the sidecar's note.
+func TestFightBackoff(t *testing.T) {
+	state := t.TempDir()
+	in := testInstaller(t, Options{ConfDir: t.TempDir(), BinDir: t.TempDir()})
+	in.lastStateDir, in.lastNetwork = state, "podnet"
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	in.now = func() time.Time { return now }
+	note := filepath.Join(state, "podnet", ".install-backoff")
+	for i := range 4 {
+		in.noteRevert("/etc/cni/net.d/05-cilium.conflist")
+		if in.backingOff() {
+			t.Fatalf("backing off after %d reverts, want 5", i+1)
+		}
+		now = now.Add(time.Second)
+	}
+	var pauses []time.Duration
+	for range 7 {
+		in.noteRevert("/etc/cni/net.d/05-cilium.conflist")
+		if !in.backingOff() {
+			t.Fatal("not backing off")
+		}
+		pauses = append(pauses, in.fight.backoff)
+		if _, err := os.Stat(note); err != nil {
+			t.Fatalf("no note for the sidecar while backing off: %v", err)
+		}
+		now = now.Add(in.fight.backoff)
+		if in.backingOff() {
+			t.Fatal("still backing off after the pause")
+		}
+	}
+	want := []time.Duration{time.Minute, 2 * time.Minute, 4 * time.Minute, 8 * time.Minute, 16 * time.Minute, 30 * time.Minute, 30 * time.Minute}
+	if diff := cmp.Diff(want, pauses); diff != "" {
+		t.Errorf("pauses (-want +got):\n%s", diff)
+	}
+	in.settled()
+	if _, err := os.Stat(note); !os.IsNotExist(err) {
+		t.Errorf("the note stays once the entry stays: %v", err)
+	}
+}

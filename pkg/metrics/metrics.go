@@ -31,6 +31,8 @@ type Metrics struct {
 	// PresetNotWriting: a preset's agent is not set up to write what the
 	// preset waits for.
 	PresetNotWriting *prometheus.GaugeVec
+	// InstallBackedOff: the installer stopped putting the entry back.
+	InstallBackedOff *prometheus.GaugeVec
 }
 
 // New registers every series with reg.
@@ -99,6 +101,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_preset_not_writing",
 			Help: "1 while a pending attachment of the network says its preset's agent is not set up to write what the preset waits for (calico: Felix's endpoint-status folder does not exist, endpointStatusPathPrefix unset); 0 once an attachment of the network is ready.",
 		}, []string{"network"}),
+		InstallBackedOff: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_install_backed_off",
+			Help: "1 while netready-install has stopped putting its entry back into the network's conflist because another agent keeps removing it (Cilium's cni.exclusive); pods started meanwhile skip netready and are kept not ready. 0 once the entry stays.",
+		}, []string{"network"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -111,6 +117,6 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
-		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, m.InstallBackedOff, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

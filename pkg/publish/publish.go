@@ -175,6 +175,15 @@ func NotObserved(condType string, ready bool, grace time.Duration) corev1.PodCon
 	return c
 }
 
+// NotObservedHeld is the condition of a pod netready did not see while
+// netready's installer is backing off from an agent that keeps removing
+// its entry (why): the pod may have started without netready, so it is
+// kept not ready whatever --unobserved says.
+func NotObservedHeld(condType, why string) corev1.PodCondition {
+	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionFalse, Reason: ReasonNotObserved,
+		Message: truncate("no netready marker, and netready may not have been in the chain when the pod started: " + why)}
+}
+
 func truncate(s string) string {
 	if len(s) <= maxMessage {
 		return s

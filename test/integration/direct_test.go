@@ -17,6 +17,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/netready/netready/pkg/notes"
+
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 	current "github.com/containernetworking/cni/pkg/types/100"
@@ -26,7 +28,6 @@ import (
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
-	"github.com/netready/netready/pkg/status"
 	"github.com/netready/netready/pkg/wait"
 	"github.com/netready/netready/pkg/watch"
 )
@@ -58,7 +59,7 @@ func TestInvalidConfigThroughLibcni(t *testing.T) {
 	if err := cni.GetStatusNetworkList(context.Background(), list); err != nil {
 		t.Errorf("STATUS with a bad entry = %v (code %d), want success: netready's own entry never fails STATUS", err, cniCode(err))
 	}
-	note, err := os.ReadFile(filepath.Join(n.StateDir, n.Name, status.InvalidConfigFile))
+	note, err := os.ReadFile(filepath.Join(n.StateDir, n.Name, notes.InvalidConfigFile))
 	if err != nil || !strings.Contains(string(note), `invalid configuration: "timeout" "10 minutes"`) || !strings.Contains(string(note), `unknown check "kind" "bgp"`) {
 		t.Errorf("the note for the sidecar = %q, %v; want the message naming timeout and the kind", note, err)
 	}

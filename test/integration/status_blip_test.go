@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netready/netready/pkg/status"
+	"github.com/netready/netready/pkg/notes"
 )
 
 // loopbackAgent is an agent's health endpoint on loopback that can be
@@ -92,7 +92,7 @@ func TestNodeStaysReadyForABlipOrATypo(t *testing.T) {
 	// The operator's typo.
 	n.Netready()["timout"] = "5s"
 	n.write()
-	notePath := filepath.Join(n.StateDir, n.Name, status.InvalidConfigFile)
+	notePath := filepath.Join(n.StateDir, n.Name, notes.InvalidConfigFile)
 	// Each poll is a CRI Status call, as kubelet's every 5 s: containerd
 	// runs STATUS for it.
 	eventually(t, "STATUS leaves the refused entry's note", func() (bool, string) {

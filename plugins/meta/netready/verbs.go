@@ -18,6 +18,7 @@ import (
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/status"
 	"github.com/netready/netready/pkg/wait"
@@ -79,7 +80,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
 	}
-	if err := status.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
+	if err := notes.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
 		log.Warn("cannot clear the note of an invalid entry", "err", err)
 	}
 	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", unmetChecks(results))
@@ -267,7 +268,7 @@ func cmdStatus(args *skel.CmdArgs) error {
 		noteInvalidConfig(args, "STATUS", err)
 		return nil
 	}
-	if err := status.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
+	if err := notes.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
 		openLog(conf.LogFile, "STATUS", args).Warn("cannot clear the note of an invalid entry", "err", err)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
@@ -287,7 +288,7 @@ func noteInvalidConfig(args *skel.CmdArgs, verb string, err error) {
 	log := openLog(c.LogFile, verb, args)
 	msg := fmt.Sprintf("netready: network %q: %s", c.Name, config.InvalidMessage(err))
 	log.Error("the netready entry is invalid; ADD refuses it (code 7), STATUS stays green", "err", msg)
-	if err := status.NoteInvalidConfig(c.StateDir, c.Name, msg); err != nil {
+	if err := notes.NoteInvalidConfig(c.StateDir, c.Name, msg); err != nil {
 		log.Warn("cannot leave the note of an invalid entry for the sidecar", "err", err)
 	}
 }
