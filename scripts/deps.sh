@@ -23,6 +23,10 @@ command -v readelf >/dev/null  || need+=(binutils)
 # package must not start Open vSwitch on the host: policy-rc.d (exit 101)
 # forbids service starts for the duration.
 command -v ovsdb-server >/dev/null || need+=(openvswitch-switch)
+# A real OVN control plane for the ovn-kubernetes preset's agent test:
+# ovn-northd and the NB/SB schemas, and ovn-controller.
+command -v ovn-northd >/dev/null     || need+=(ovn-central)
+command -v ovn-controller >/dev/null || need+=(ovn-host)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -40,6 +44,6 @@ if [ ${#need[@]} -gt 0 ]; then
   [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ $rc = 0 ] || exit $rc
 fi
-for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl conmon gcc make pkg-config; do
+for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl ovs-vswitchd ovn-northd ovn-controller ovn-nbctl conmon gcc make pkg-config; do
   command -v "$c" >/dev/null || { echo "deps: $c is still missing" >&2; exit 1; }
 done
