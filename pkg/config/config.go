@@ -15,7 +15,7 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/cni/pkg/version"
+	"github.com/containernetworking/cni/pkg/types/create"
 )
 
 // Defaults from the contract.
@@ -48,6 +48,11 @@ type NetConf struct {
 
 	// Timeout is TimeoutRaw parsed.
 	Timeout time.Duration `json:"-"`
+
+	// rawPrev is prevResult as sent: decoded once, into its result type,
+	// by ParsePrevResult (not first into a generic map, as types.NetConf
+	// would, and then encoded and decoded again).
+	rawPrev json.RawMessage
 }
 
 // Parse decodes stdin, fills in defaults and validates. Errors are CNI
@@ -85,13 +90,28 @@ func parse(stdin []byte) (*NetConf, []error) {
 
 // ParsePrevResult parses prevResult, which ADD and CHECK require.
 func (c *NetConf) ParsePrevResult() error {
-	if c.RawPrevResult == nil {
+	if len(c.rawPrev) == 0 || bytes.Equal(bytes.TrimSpace(c.rawPrev), []byte("null")) {
 		return types.NewError(types.ErrInvalidNetworkConfig,
 			"netready: no prevResult: netready must be called as a chained plugin, last in a conflist", "")
 	}
-	if err := version.ParsePrevResult(&c.NetConf); err != nil {
-		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("netready: cannot parse prevResult: %v", err), "")
+	// As version.ParsePrevResult: the result's own cniVersion, or the
+	// conf's when it has none (results before 1.0.0 may not say).
+	var v struct {
+		CNIVersion string `json:"cniVersion"`
 	}
+	raw := c.rawPrev
+	if err := json.Unmarshal(raw, &v); err == nil && v.CNIVersion == "" {
+		var m map[string]json.RawMessage
+		if err := json.Unmarshal(raw, &m); err == nil {
+			m["cniVersion"], _ = json.Marshal(c.CNIVersion)
+			raw, _ = json.Marshal(m)
+		}
+	}
+	res, err := create.Create(c.CNIVersion, raw)
+	if err != nil {
+		return types.NewError(types.ErrDecodingFailure, fmt.Sprintf("netready: cannot parse prevResult: could not parse prevResult: %v", err), "")
+	}
+	c.PrevResult = res
 	return nil
 }
 
@@ -121,9 +141,10 @@ func decode(stdin []byte) (*NetConf, error) {
 	if err := json.Unmarshal(stdin, &top); err != nil {
 		return nil, fmt.Errorf("cannot decode JSON: %w", err)
 	}
-	conf := &NetConf{}
+	conf := &NetConf{rawPrev: top["prevResult"]}
 	var errs []error
-	if err := json.Unmarshal(stdin, &conf.NetConf); err != nil {
+	// The CNI keys but prevResult, which ParsePrevResult decodes once.
+	if err := decodeCNIKeys(top, &conf.NetConf); err != nil {
 		errs = append(errs, fmt.Errorf("cannot decode the CNI keys: %w", err))
 	}
 	errs = append(errs, nearMisses(top)...)
@@ -169,6 +190,24 @@ func decode(stdin []byte) (*NetConf, error) {
 		}
 	}
 	return conf, errors.Join(errs...)
+}
+
+// decodeCNIKeys decodes types.NetConf's keys from top, prevResult
+// excepted.
+func decodeCNIKeys(top map[string]json.RawMessage, nc *types.NetConf) error {
+	var errs []error
+	for _, f := range []struct {
+		key string
+		v   any
+	}{{"cniVersion", &nc.CNIVersion}, {"name", &nc.Name}, {"type", &nc.Type}, {"capabilities", &nc.Capabilities},
+		{"ipam", &nc.IPAM}, {"dns", &nc.DNS}, {"cni.dev/valid-attachments", &nc.ValidAttachments}} {
+		if raw, ok := top[f.key]; ok {
+			if err := json.Unmarshal(raw, f.v); err != nil {
+				errs = append(errs, fmt.Errorf("%q: %w", f.key, err))
+			}
+		}
+	}
+	return errors.Join(errs...)
 }
 
 // topKeys are netready's own top-level keys.
