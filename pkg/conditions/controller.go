@@ -16,7 +16,6 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
@@ -104,13 +103,15 @@ type Controller struct {
 	// retryEvery is how often unreadable markers are read again.
 	retryEvery time.Duration
 	ready      atomic.Bool
+	// rechecks and ledger have locks of their own.
+	rechecks *rechecks
+	ledger   *ledger
 
+	// mu guards the marker index and the bookkeeping below.
 	mu       sync.Mutex
 	logged   map[string]string             // marker path or pod key -> last note logged
 	markers  map[string]markerRef          // marker path -> the pod it names
 	byUID    map[types.UID]map[string]bool // pod UID -> marker paths
-	checking map[string]*recheckState      // pending re-checks, by marker path
-	progress map[string]*marker.Marker     // their latest reasons
 	observed map[string]string             // marker path -> state whose wait was observed
 	// addSeen holds, per marker path, the ADD (its start) already counted
 	// in netready_add_wait_seconds; ADDs that began before started are
@@ -125,44 +126,14 @@ type Controller struct {
 	// presetNotes: network -> why its preset's agent writes nothing.
 	presetNotes map[string]string
 	scanned     bool
-	sent        map[types.UID]sentCondition // what was last patched, per pod
 	// unreadable holds markers that exist but could not be read, with
 	// why. One that is also in markers keeps its pod not ready; one that
 	// is not (never read) may be any new pod's, so no pod is judged
 	// NotObserved while it stays.
 	unreadable map[string]error
-	// refused holds pods whose patch the API server refused for good.
-	refused map[types.UID]refusal
 	// gated holds this node's pods with the readiness gate (gates are
 	// immutable), for netready_gated_pods.
 	gated map[types.UID]bool
-}
-
-// refusal is a pod's condition patch that the API server refused for good.
-// The same condition is not sent again before until; another one is.
-type refusal struct {
-	want    corev1.PodCondition
-	until   time.Time
-	backoff time.Duration
-}
-
-// sentCondition is a patch the pod cache may not show yet: while the cached
-// pod is still at baseRV, the cache predates the patch.
-type sentCondition struct {
-	baseRV string
-	cond   corev1.PodCondition
-	at     time.Time
-	// basis names the marker files (and read errors) cond came from.
-	basis string
-}
-
-// recheckState is one pending marker's re-check. A re-check that ended
-// stays, done, so that it is not started again for the same marker (a pod
-// whose netns is gone would otherwise restart it in a loop).
-type recheckState struct {
-	created time.Time
-	cancel  context.CancelFunc
-	done    bool
 }
 
 // markerRef is what the Controller remembers of a marker file.
@@ -183,10 +154,10 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		read:    marker.ReadFile,
 		now:     time.Now, retryEvery: unreadableRetry,
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
-		checking: map[string]*recheckState{}, progress: map[string]*marker.Marker{},
-		observed: map[string]string{}, sent: map[types.UID]sentCondition{},
-		addSeen: map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]string{}, presetNotes: map[string]string{},
-		unreadable: map[string]error{}, refused: map[types.UID]refusal{}, gated: map[types.UID]bool{},
+		rechecks: newRechecks(m), ledger: newLedger(m),
+		observed: map[string]string{},
+		addSeen:  map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]string{}, presetNotes: map[string]string{},
+		unreadable: map[string]error{}, gated: map[types.UID]bool{},
 	}
 }
 
@@ -248,7 +219,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			c.queue.ShutDown()
 			wg.Wait()
-			c.stopAllChecks()
+			c.rechecks.stopAll()
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {

@@ -205,13 +205,11 @@ func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 		c.observeWait(path, m)
 		if m.State == marker.StatePending {
 			c.startCheck(path, m)
-			c.mu.Lock()
-			if p := c.progress[path]; p != nil && p.CreatedAt.Equal(m.CreatedAt.Time) {
+			if p := c.rechecks.latest(path, m.CreatedAt.Time); p != nil {
 				m = p
 			}
-			c.mu.Unlock()
 		} else {
-			c.stopCheck(path)
+			c.rechecks.stop(path)
 		}
 		c.notePresets(m)
 		out = append(out, m)
@@ -254,7 +252,7 @@ func (c *Controller) forget(path string) (markerRef, bool) {
 	defer c.mu.Unlock()
 	// One step with the unindexing: startCheck, under the same lock,
 	// then sees the path gone and starts nothing.
-	c.stopCheckLocked(path)
+	c.rechecks.stop(path)
 	ref, ok := c.markers[path]
 	c.unindexLocked(path)
 	delete(c.logged, path)

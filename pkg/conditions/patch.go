@@ -32,7 +32,7 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	if !publish.Gated(pod, c.opts.ConditionType) {
 		// Out of scope: its markers stay on disk for CHECK, untouched.
 		for _, path := range c.markerPaths(pod.UID) {
-			c.stopCheck(path)
+			c.rechecks.stop(path)
 		}
 		return nil
 	}
@@ -75,13 +75,7 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 		return err
 	}
-	c.mu.Lock()
-	c.sent[pod.UID] = sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis}
-	if _, ok := c.refused[pod.UID]; ok {
-		delete(c.refused, pod.UID)
-		c.metrics.RefusedPods.Set(float64(len(c.refused)))
-	}
-	c.mu.Unlock()
+	c.ledger.sentTo(pod.UID, sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis})
 	c.metrics.Published.WithLabelValues(string(cond.Status)).Inc()
 	c.observeLatency(pod.UID, want)
 	if ev, ok := publish.EventFor(cur, want); ok && c.recorder != nil {
@@ -118,34 +112,21 @@ func uidMismatch(err error) bool {
 // returns when to try again. The first refusal of a pod gets a Warning
 // Event; later ones only count.
 func (c *Controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
-	c.mu.Lock()
-	r, again := c.refused[pod.UID]
-	r.backoff = min(max(refusedGrowth*r.backoff, refusedMin), refusedMax)
-	r.want, r.until = want, c.now().Add(r.backoff)
-	c.refused[pod.UID] = r
-	c.metrics.RefusedPods.Set(float64(len(c.refused)))
-	c.mu.Unlock()
+	backoff, again := c.ledger.refuse(pod.UID, want, c.now())
 	c.metrics.Refused.WithLabelValues(kubeapi.Reason(err)).Inc()
-	c.log.Warn("the API server refused the condition; not sending it again for a while", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retryAfter", r.backoff)
+	c.log.Warn("the API server refused the condition; not sending it again for a while", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retryAfter", backoff)
 	if !again && c.recorder != nil {
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, publish.ReasonPublishRefused, "PublishCondition",
 			"the API server refused condition %s (%v); netready sends it again in %s, backing off to %s. Check the admission policies, netready-settings and the sidecar's RBAC",
-			c.opts.ConditionType, err, r.backoff, refusedMax)
+			c.opts.ConditionType, err, backoff, refusedMax)
 	}
-	return r.backoff
+	return backoff
 }
 
 // stillRefused reports whether want was refused for pod and its backoff
 // has not run out, with how long is left.
 func (c *Controller) stillRefused(uid types.UID, want corev1.PodCondition) (time.Duration, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	r, ok := c.refused[uid]
-	if !ok || !publish.Shows(&r.want, want) {
-		return 0, false
-	}
-	left := r.until.Sub(c.now())
-	return left, left > 0
+	return c.ledger.stillRefused(uid, want, c.now())
 }
 
 // messageOnlyTooSoon reports whether want differs from what the pod shows
@@ -156,9 +137,7 @@ func (c *Controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition,
 	if cur == nil || cur.Status != want.Status || cur.Reason != want.Reason {
 		return 0, false
 	}
-	c.mu.Lock()
-	s, ok := c.sent[uid]
-	c.mu.Unlock()
+	s, ok := c.ledger.lastSent(uid)
 	if !ok || s.basis != basis {
 		return 0, false
 	}
@@ -170,9 +149,7 @@ func (c *Controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition,
 // the pod, which the cache does not show yet: patching again would only
 // repeat it.
 func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	s, ok := c.sent[pod.UID]
+	s, ok := c.ledger.lastSent(pod.UID)
 	return ok && s.baseRV == pod.ResourceVersion && publish.Shows(&s.cond, want)
 }
 

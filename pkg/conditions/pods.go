@@ -84,13 +84,11 @@ func (c *Controller) onPodDeleted(obj any) {
 		return
 	}
 	for _, path := range c.markerPaths(pod.UID) {
-		c.stopCheck(path)
+		c.rechecks.stop(path)
 	}
+	c.ledger.forget(pod.UID)
 	c.mu.Lock()
-	delete(c.sent, pod.UID)
 	delete(c.logged, pod.Namespace+"/"+pod.Name)
-	delete(c.refused, pod.UID)
-	c.metrics.RefusedPods.Set(float64(len(c.refused)))
 	delete(c.gated, pod.UID)
 	c.metrics.GatedPods.Set(float64(len(c.gated)))
 	c.mu.Unlock()
