@@ -6,6 +6,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	mathrand "math/rand/v2"
 	"net"
 	"os"
 	"os/exec"
@@ -45,13 +46,24 @@ type agentEvent struct {
 	Error       string `json:"error"`
 }
 
+// freePort returns a loopback port that is free now, below the kernel's
+// ephemeral range (32768 and up here): a port the kernel handed out for
+// port 0 can be taken again, as the source port of any outgoing
+// connection, before the server that was to listen on it binds it (etcd
+// failed that way: "bind: address already in use").
 func freePort(t testing.TB) int {
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
+	t.Helper()
+	for range 1000 {
+		port := 20000 + mathrand.IntN(12000)
+		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
+		if err != nil {
+			continue
+		}
+		l.Close()
+		return port
 	}
-	defer l.Close()
-	return l.Addr().(*net.TCPAddr).Port
+	t.Fatal("no free loopback port between 20000 and 32000")
+	return 0
 }
 
 // newAgentNet loads a conflist, points its policy checks at a fresh agent's
