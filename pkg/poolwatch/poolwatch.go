@@ -19,13 +19,11 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/containernetworking/cni/pkg/version"
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/config"
-	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
@@ -457,25 +455,6 @@ func (w *Watcher) loadNetworks() {
 	}
 	w.nets, w.netsUnsure, w.loaded = nets, problems != nil, true
 	w.noteStatusActive()
-}
-
-// noteStatusActive sets netready_cni_status_active for the file the
-// runtime uses: 1 when its cniVersion makes runtimes call STATUS and GC
-// (1.1.0 and later), 0 when they never do, so that an operator sees that
-// STATUS's verdicts (agents, pools with poolAction notready) cannot reach
-// the node.
-func (w *Watcher) noteStatusActive() {
-	f, err := conflist.Pick(w.confDir, "")
-	if err != nil {
-		return
-	}
-	active, err := version.GreaterThanOrEqualTo(f.CNIVersion(), "1.1.0")
-	v := 0.0
-	if err == nil && active {
-		v = 1
-	}
-	w.metrics.CNIStatusActive.Reset()
-	w.metrics.CNIStatusActive.WithLabelValues(f.Network, f.CNIVersion()).Set(v)
 }
 
 // addWatches adds an inotify watch on the config folder, its plugin
