@@ -35,9 +35,10 @@ type fight struct {
 }
 
 // noteRevert records that the entry this process had written was gone
-// from path, and backs off once another agent keeps removing it. After a
-// backoff, one revert is enough to back off again, for twice as long.
-func (in *installer) noteRevert(path string) {
+// from path, and backs off once another agent keeps removing it, instead
+// of putting it back; it reports whether it backed off. After a backoff,
+// one revert is enough to back off again, for twice as long.
+func (in *installer) noteRevert(path string) bool {
 	now := in.now()
 	f := &in.fight
 	f.reverts = append(f.reverts, now)
@@ -50,14 +51,16 @@ func (in *installer) noteRevert(path string) {
 			recent++
 		}
 	}
-	in.log.Info("the entry was gone; put it back", "file", path)
+	if len(f.reverts) >= fightLimit || (f.backoff > 0 && f.note.network != "") {
+		in.backOff(path, len(f.reverts), now)
+		return true
+	}
+	in.log.Info("the entry was gone; putting it back", "file", path)
 	if recent >= revertWarnAfter {
 		in.log.Warn("another agent keeps removing netready from the CNI config; configure it to keep chained plugins, or use --mode plugin-dir",
 			"file", path, "reverts", recent, "within", revertWindow)
 	}
-	if len(f.reverts) >= fightLimit || (f.backoff > 0 && f.note.network != "") {
-		in.backOff(path, len(f.reverts), now)
-	}
+	return false
 }
 
 // backOff stops putting the entry back for the next pause.
@@ -65,6 +68,9 @@ func (in *installer) backOff(path string, reverts int, now time.Time) {
 	f := &in.fight
 	f.backoff = min(max(2*f.backoff, backoffMin), backoffMax)
 	f.until, f.file, f.reverts, f.logged = now.Add(f.backoff), path, nil, false
+	// After the pause the entry is put back once, as new: only the
+	// agent's removal of that is a revert, which backs off again.
+	delete(in.written, path)
 	msg := fmt.Sprintf("another agent removed netready from %s %d times within %s: netready-install stops putting it back for %s, so that the two do not fight; pods started meanwhile skip netready and are kept not ready by the sidecar. Configure that agent to keep chained plugins (Cilium: cni.exclusive=false), or use --mode plugin-dir where the runtime supports it",
 		path, reverts, fightWindow, f.backoff)
 	in.log.Error(msg)

@@ -264,6 +264,8 @@ func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, er
 	}
 	if changed {
 		if _, before := in.written[path]; before {
+			// Written already: a plugin-dir file or a converted
+			// conflist; the revert counts, the write stands.
 			in.noteRevert(path)
 		}
 		in.written[path] = data
@@ -279,6 +281,10 @@ func (in *installer) replace(f *conflist.File, data []byte) (bool, error) {
 	if bytes.Equal(data, f.Raw) {
 		return false, nil
 	}
+	if _, before := in.written[f.Path]; before && in.noteRevert(f.Path) {
+		// Backing off: the vendor's file stays as the vendor wrote it.
+		return false, nil
+	}
 	err := atomicfile.Replace(f.Path, data, f.Mode, func(old []byte) bool { return bytes.Equal(old, f.Raw) })
 	if errors.Is(err, fs.ErrNotExist) {
 		// Removed meanwhile: read the folder again.
@@ -286,9 +292,6 @@ func (in *installer) replace(f *conflist.File, data []byte) (bool, error) {
 	}
 	if err != nil {
 		return false, err
-	}
-	if _, before := in.written[f.Path]; before {
-		in.noteRevert(f.Path)
 	}
 	in.written[f.Path] = data
 	return true, nil
