@@ -502,6 +502,8 @@ func TestNFTDeletionUndoesShows(t *testing.T) {
 	// The table deletion of the first step woke the rule listener too.
 	drain(rule)
 	nftIn(t, netns, "delete table inet u")
+	// A wake, if any, arrives within this; none must.
+	time.Sleep(300 * time.Millisecond)
 	if len(set) != 0 || len(rule) != 0 {
 		t.Errorf("another table's deletion woke: set %d, rule %d", len(set), len(rule))
 	}
