@@ -74,11 +74,17 @@ func (c *Controller) readNote(dir string, k nodeNote) {
 	}
 	k.metric(c).WithLabelValues(network).Set(1)
 	c.log.Warn("a note for the operator", "network", network, "note", k.file, "message", msg)
-	if c.recorder != nil {
-		// As kubelet refers to its Node in Events: the UID is the name.
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}}
-		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, k.reason, k.action, "%s", msg)
+	c.nodeWarning(k.reason, k.action, "%s", msg)
+}
+
+// nodeWarning records a Warning Event about this node.
+func (c *Controller) nodeWarning(reason, action, note string, args ...any) {
+	if c.recorder == nil {
+		return
 	}
+	// As kubelet refers to its Node in Events: the UID is the name.
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}}
+	c.recorder.Eventf(node, nil, corev1.EventTypeWarning, reason, action, note, args...)
 }
 
 // installBackoff returns the installer's backoff message, if any network

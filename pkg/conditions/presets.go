@@ -3,10 +3,6 @@ package conditions
 import (
 	"strings"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/netready/netready/pkg/marker"
 )
 
@@ -52,9 +48,5 @@ func (c *Controller) notePresets(m *marker.Marker) {
 	}
 	c.metrics.PresetNotWriting.WithLabelValues(m.Network).Set(1)
 	c.log.Warn("a preset's agent is not set up to write what netready waits for: every pod of the network waits its whole timeout", "network", m.Network, "why", why)
-	if c.recorder != nil {
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: c.opts.NodeName, UID: types.UID(c.opts.NodeName)}}
-		c.recorder.Eventf(node, nil, corev1.EventTypeWarning, ReasonPresetNotWriting, "Check",
-			"network %s: %s. Until then every ADD of the network waits its whole timeout", m.Network, why)
-	}
+	c.nodeWarning(ReasonPresetNotWriting, "Check", "network %s: %s. Until then every ADD of the network waits its whole timeout", m.Network, why)
 }
