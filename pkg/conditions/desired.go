@@ -108,8 +108,9 @@ func finished(pod *corev1.Pod) bool {
 //   - PodReadyToStartContainers turned False after the marker's ADD began
 //     (the sandbox went down after it; kubelet's and the marker's times
 //     are the same node's clock, the condition's in whole seconds);
-//   - the pod's sandbox is up with IPs, and none of that sandbox's markers
-//     holds one of them (a secondary network's marker may hold none; its
+//   - the pod's sandbox is up (or kubelet reports no
+//     PodReadyToStartContainers) with IPs, and none of that sandbox's
+//     markers holds one of them (a secondary network's marker may hold none; its
 //     primary's does).
 func staleMarkers(pod *corev1.Pod, ms []*marker.Marker) (current, stale []*marker.Marker) {
 	if len(ms) == 0 {
@@ -143,7 +144,9 @@ func staleMarkers(pod *corev1.Pod, ms []*marker.Marker) (current, stale []*marke
 			stale = append(stale, m)
 		case prtsc != nil && prtsc.Status != corev1.ConditionTrue && prtsc.LastTransitionTime.After(m.CreatedAt.Truncate(time.Second)):
 			stale = append(stale, m)
-		case prtsc != nil && prtsc.Status == corev1.ConditionTrue && len(podIPs) > 0 && !sandboxHasPodIP:
+		case (prtsc == nil || prtsc.Status == corev1.ConditionTrue) && len(podIPs) > 0 && !sandboxHasPodIP:
+			// Up (or a kubelet without the condition, whose pod IP is
+			// the running sandbox's), and none of these markers holds it.
 			stale = append(stale, m)
 		default:
 			current = append(current, m)

@@ -68,6 +68,12 @@ func TestJudge(t *testing.T) {
 		{"old marker left, a new sandbox with another IP and no marker yet", pod("10.1.0.9", prtsc(corev1.ConditionTrue, now.Add(-time.Second)), earned),
 			[]*marker.Marker{mk(oldSandbox, "eth0", "10.1.0.5", marker.StateReady, t0)},
 			judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", []string{"aaaaaaaaaaaa_eth0"}), Publish: true, After: 29 * time.Second}},
+		{"a kubelet without PodReadyToStartContainers: the pod IP is another sandbox's", func() *corev1.Pod {
+			p := pod("10.1.0.9", earned)
+			p.Status.StartTime = &metav1.Time{Time: now.Add(-time.Second)}
+			return p
+		}(), []*marker.Marker{mk(oldSandbox, "eth0", "10.1.0.5", marker.StateReady, t0)},
+			judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", []string{"aaaaaaaaaaaa_eth0"}), Publish: true, After: 29 * time.Second}},
 		{"old and new sandbox's markers: the new one counts", pod("10.1.0.9", prtsc(corev1.ConditionTrue, now.Add(-time.Second)), earned),
 			[]*marker.Marker{mk(oldSandbox, "eth0", "10.1.0.5", marker.StateReady, t0), mk(newSandbox, "eth0", "10.1.0.9", marker.StatePending, now.Add(-2*time.Second))},
 			judgement{Cond: publish.ForMarkers([]*marker.Marker{mk(newSandbox, "eth0", "10.1.0.9", marker.StatePending, now.Add(-2*time.Second))}, "T", 10*time.Minute, now), Publish: true}},
