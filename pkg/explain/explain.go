@@ -27,6 +27,7 @@ import (
 const (
 	DefaultNamespace   = "kube-system"
 	settingsConfigMap  = "netready-settings"
+	settingsLabel      = "netready.io/params=settings"
 	gateLabel          = "netready.io/readiness-gate"
 	netreadySelector   = "app=netready"
 	sidecarController  = "netready-sidecar"
@@ -107,6 +108,11 @@ type NodeReport struct {
 	Netready            *NetreadyPod `json:"netready,omitempty"`
 	Waiting             int          `json:"waitingPods"`
 	OldestWait          string       `json:"oldestWait,omitempty"`
+	// Warnings are the sidecar's newest Warning Node Event of each
+	// reason for the operator: a preset's agent not writing, STATUS
+	// never called, the installer backing off, an invalid entry. Events
+	// last an hour (the API server's --event-ttl).
+	Warnings []Event `json:"warnings,omitempty"`
 }
 
 // NetreadyPod is the netready DaemonSet's pod on a node.
@@ -117,8 +123,19 @@ type NetreadyPod struct {
 	Ready   bool   `json:"ready"`
 }
 
-// conditionType is the type netready-settings names, or the default.
+// conditionType is the type netready-settings names, or the default. It
+// finds the ConfigMap as the admission policies do, by its label, so that
+// a namePrefix override is followed; then by its name.
 func conditionType(ctx context.Context, c kubernetes.Interface, o Options) (string, error) {
+	list, err := c.CoreV1().ConfigMaps(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: settingsLabel})
+	if err != nil {
+		return "", fmt.Errorf("list ConfigMaps %s in %s: %w", settingsLabel, o.Namespace, err)
+	}
+	for _, cm := range list.Items {
+		if t := cm.Data["conditionType"]; t != "" {
+			return t, nil
+		}
+	}
 	cm, err := c.CoreV1().ConfigMaps(o.Namespace).Get(ctx, settingsConfigMap, metav1.GetOptions{})
 	switch {
 	case apierrors.IsNotFound(err):
@@ -219,6 +236,43 @@ func podEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, now
 	return out, nil
 }
 
+// operatorReasons are the sidecar's Warning Node Events that ask the
+// operator to act.
+var operatorReasons = []string{"NetreadyPresetNotWriting", "NetreadyStatusInactive", "NetreadyInstallBackedOff", "NetreadyConfigInvalid"}
+
+// nodeWarnings returns, per node, the sidecar's newest Event of each
+// operator reason, in operatorReasons' order. Node Events live in the
+// default namespace.
+func nodeWarnings(ctx context.Context, c kubernetes.Interface, now time.Time) (map[string][]Event, error) {
+	list, err := c.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
+		FieldSelector: fields.OneTermEqualSelector("regarding.kind", "Node").String()})
+	if err != nil {
+		return nil, fmt.Errorf("list Node Events: %w", err)
+	}
+	newest := map[[2]string]Event{}
+	for i := range list.Items {
+		e := &list.Items[i]
+		if e.Regarding.Kind != "Node" || e.ReportingController != sidecarController || !slices.Contains(operatorReasons, e.Reason) {
+			continue
+		}
+		t := eventTime(e)
+		key := [2]string{e.Regarding.Name, e.Reason}
+		if old, ok := newest[key]; !ok || t.After(old.Time) {
+			newest[key] = Event{Type: e.Type, Reason: e.Reason, Note: e.Note, Time: t, Age: age(now, t)}
+		}
+	}
+	out := map[string][]Event{}
+	for key, e := range newest {
+		out[key[0]] = append(out[key[0]], e)
+	}
+	for _, evs := range out {
+		slices.SortFunc(evs, func(a, b Event) int {
+			return cmp.Compare(slices.Index(operatorReasons, a.Reason), slices.Index(operatorReasons, b.Reason))
+		})
+	}
+	return out, nil
+}
+
 func eventTime(e *eventsv1.Event) time.Time {
 	for _, t := range []time.Time{e.EventTime.Time, e.DeprecatedLastTimestamp.Time, e.CreationTimestamp.Time} {
 		if !t.IsZero() {
@@ -258,6 +312,10 @@ func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fie
 		return nil, fmt.Errorf("list netready's pods in %s: %w", o.Namespace, err)
 	}
 	now := o.Now()
+	warnings, err := nodeWarnings(ctx, c, now)
+	if err != nil {
+		return nil, err
+	}
 	var out []NodeReport
 	for i := range nodes.Items {
 		n := &nodes.Items[i]
@@ -302,6 +360,7 @@ func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fie
 		if !oldest.IsZero() {
 			r.OldestWait = age(now, oldest)
 		}
+		r.Warnings = warnings[n.Name]
 		out = append(out, r)
 	}
 	slices.SortFunc(out, func(a, b NodeReport) int { return cmp.Compare(a.Node, b.Node) })

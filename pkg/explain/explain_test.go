@@ -112,18 +112,57 @@ func TestNodes(t *testing.T) {
 	waiting := gatedPod("web", "n1", &corev1.PodCondition{Type: condType, Status: corev1.ConditionFalse, Reason: publish.ReasonNotProgrammed})
 	ready := gatedPod("ok", "n1", &corev1.PodCondition{Type: condType, Status: corev1.ConditionTrue})
 	ungated := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "plain"}, Spec: corev1.PodSpec{NodeName: "n1"}}
-	nodes, err := Nodes(context.Background(), cluster(waiting, ready, ungated), Options{Now: func() time.Time { return now }})
+	nodeEvent := func(name, controller, reason, note string, ago time.Duration) *eventsv1.Event {
+		return &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name}, EventTime: metav1.NewMicroTime(now.Add(-ago)),
+			ReportingController: controller, Reason: reason, Type: corev1.EventTypeWarning, Note: note,
+			Regarding: corev1.ObjectReference{Kind: "Node", Name: "n1"}}
+	}
+	events := []runtime.Object{
+		nodeEvent("e1", sidecarController, "NetreadyPresetNotWriting", "old", 20*time.Minute),
+		nodeEvent("e2", sidecarController, "NetreadyPresetNotWriting", "calico preset: /var/run/calico/endpoint-status does not exist", 2*time.Minute),
+		nodeEvent("e3", sidecarController, "NetreadyStatusInactive", "cniVersion 0.3.1", 5*time.Minute),
+		nodeEvent("e4", "kubelet", "NetreadyStatusInactive", "not the sidecar's", time.Minute),
+		nodeEvent("e5", sidecarController, "PodIPsExhausted", "the taint has its own column", time.Minute),
+	}
+	nodes, err := Nodes(context.Background(), cluster(append(events, waiting, ready, ungated)...), Options{Now: func() time.Time { return now }})
 	if err != nil {
 		t.Fatal(err)
 	}
 	want := []NodeReport{{Node: "n1", RuntimeNetworkReady: true, Netready: &NetreadyPod{Name: "netready-x1", Version: "v0.3.0", Phase: "Running", Ready: true},
-		Waiting: 1, OldestWait: "1m0s"}}
+		Waiting: 1, OldestWait: "1m0s", Warnings: []Event{
+			{Type: "Warning", Reason: "NetreadyPresetNotWriting", Note: "calico preset: /var/run/calico/endpoint-status does not exist", Time: now.Add(-2 * time.Minute), Age: "2m0s"},
+			{Type: "Warning", Reason: "NetreadyStatusInactive", Note: "cniVersion 0.3.1", Time: now.Add(-5 * time.Minute), Age: "5m0s"},
+		}}}
 	if diff := cmp.Diff(want, nodes); diff != "" {
 		t.Errorf("Nodes (-want +got):\n%s", diff)
 	}
 	var out bytes.Buffer
 	WriteNodesText(&out, nodes)
-	if !strings.Contains(out.String(), "n1    netready-x1  v0.3.0   true   false    -     1        1m0s") {
+	if !strings.Contains(out.String(), "n1    netready-x1  v0.3.0   true   false    -     1        1m0s") ||
+		!strings.Contains(out.String(), "n1: NetreadyPresetNotWriting (2m0s ago): calico preset: /var/run/calico/endpoint-status does not exist") {
 		t.Errorf("status text:\n%s", out.String())
+	}
+}
+
+// TestConditionTypeFollowsARenamedSettings: under a namePrefix override
+// netready-settings is found by its label, as the policies find it.
+func TestConditionTypeFollowsARenamedSettings(t *testing.T) {
+	renamed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "acme-netready-settings-x",
+		Labels: map[string]string{"netready.io/params": "settings"}}, Data: map[string]string{"conditionType": "example.com/net"}}
+	for _, tc := range []struct {
+		name string
+		objs []runtime.Object
+		want string
+	}{
+		{"renamed, labelled", []runtime.Object{renamed}, "example.com/net"},
+		{"by name only (v0.3)", []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: settingsConfigMap}, Data: map[string]string{"conditionType": "example.com/old"}}}, "example.com/old"},
+		{"none", nil, publish.DefaultConditionType},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := conditionType(context.Background(), fake.NewClientset(tc.objs...), Options{Namespace: DefaultNamespace})
+			if err != nil || got != tc.want {
+				t.Errorf("conditionType = %q, %v; want %q", got, err, tc.want)
+			}
+		})
 	}
 }

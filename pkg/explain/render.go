@@ -68,6 +68,9 @@ func writeNode(w io.Writer, label string, n *NodeReport) {
 	} else {
 		fmt.Fprintf(w, "  netready:    no netready pod on %s: nothing publishes its pods' condition\n", n.Node)
 	}
+	for _, e := range n.Warnings {
+		fmt.Fprintf(w, "  warning:     %s (%s ago): %s\n", e.Reason, e.Age, e.Note)
+	}
 }
 
 // WriteNodesText writes one line per node.
@@ -90,4 +93,9 @@ func WriteNodesText(w io.Writer, nodes []NodeReport) {
 		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", n.Node, pod, version, ready, n.Tainted, pool, n.Waiting, oldest)
 	}
 	_ = tw.Flush() // a closed stdout has no one to tell
+	for _, n := range nodes {
+		for _, e := range n.Warnings {
+			fmt.Fprintf(w, "%s: %s (%s ago): %s\n", n.Node, e.Reason, e.Age, e.Note)
+		}
+	}
 }

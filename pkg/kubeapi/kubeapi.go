@@ -44,6 +44,23 @@ type Client interface {
 type REST struct {
 	core, events rest.Interface
 	params       runtime.ParameterCodec
+	dryRun       bool
+}
+
+// DryRun returns a Client whose writes the API server admits, through
+// every admission policy, but does not persist (dryRun=All).
+func (k *REST) DryRun() *REST {
+	c := *k
+	c.dryRun = true
+	return &c
+}
+
+// write marks req as a dry run when k is one.
+func (k *REST) write(req *rest.Request) *rest.Request {
+	if k.dryRun {
+		return req.Param("dryRun", metav1.DryRunAll)
+	}
+	return req
 }
 
 // NewREST makes a Client for cfg.
@@ -88,7 +105,7 @@ func (k *REST) WatchPods(ctx context.Context, opts metav1.ListOptions) (watch.In
 }
 
 func (k *REST) PatchPodStatus(ctx context.Context, namespace, name string, pt types.PatchType, data []byte) error {
-	return k.core.Patch(pt).Namespace(namespace).Resource("pods").Name(name).SubResource("status").Body(data).Do(ctx).Error()
+	return k.write(k.core.Patch(pt)).Namespace(namespace).Resource("pods").Name(name).SubResource("status").Body(data).Do(ctx).Error()
 }
 
 func (k *REST) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
@@ -99,12 +116,12 @@ func (k *REST) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 
 func (k *REST) PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error) {
 	var node corev1.Node
-	err := k.core.Patch(pt).Resource("nodes").Name(name).SubResource(subresources...).Body(data).Do(ctx).Into(&node)
+	err := k.write(k.core.Patch(pt)).Resource("nodes").Name(name).SubResource(subresources...).Body(data).Do(ctx).Into(&node)
 	return &node, err
 }
 
 func (k *REST) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
-	return k.events.Post().Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+	return k.write(k.events.Post()).Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
 }
 
 // EventRecorder is the part of client-go's events.EventRecorder the

@@ -78,6 +78,9 @@ type Watcher struct {
 	short    map[string]bool
 	seeded   *bool
 	seedDone bool
+	// statusInactive is the file and cniVersion last reported as never
+	// getting STATUS calls.
+	statusInactive string
 	// applied is what the node showed after the last read or write.
 	applied *bool
 	noted   string

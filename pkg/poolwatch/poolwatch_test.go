@@ -225,19 +225,33 @@ func TestCNIStatusActive(t *testing.T) {
 		}
 	}
 	m := metrics.New(prometheus.NewRegistry())
-	w := New(Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}, nil, nil,
+	rec := events.NewFakeRecorder(10)
+	w := New(Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}, nil, rec,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), m, health.New())
-	for _, tc := range []struct {
+	// A Warning Node Event once per file and version, again after a
+	// raise and a fall.
+	for i, tc := range []struct {
 		version string
 		want    float64
-	}{{"0.3.1", 0}, {"1.1.0", 1}} {
+		event   bool
+	}{{"0.3.1", 0, true}, {"0.3.1", 0, false}, {"1.1.0", 1, false}, {"0.3.1", 0, true}} {
 		write(tc.version)
 		w.loadNetworks()
 		if got := testutil.ToFloat64(m.CNIStatusActive.WithLabelValues("k8s-pod-network", tc.version)); got != tc.want {
-			t.Errorf("cniVersion %s: netready_cni_status_active = %v, want %v", tc.version, got, tc.want)
+			t.Errorf("%d: cniVersion %s: netready_cni_status_active = %v, want %v", i, tc.version, got, tc.want)
 		}
 		if n := testutil.CollectAndCount(m.CNIStatusActive); n != 1 {
-			t.Errorf("cniVersion %s: %d series, want only the current file's", tc.version, n)
+			t.Errorf("%d: cniVersion %s: %d series, want only the current file's", i, tc.version, n)
+		}
+		select {
+		case e := <-rec.Events:
+			if !tc.event || !strings.Contains(e, "Warning "+ReasonStatusInactive) || !strings.Contains(e, "says cniVersion 0.3.1") || !strings.Contains(e, "--cni-version auto") {
+				t.Errorf("%d: cniVersion %s: Event %q, want one: %v", i, tc.version, e, tc.event)
+			}
+		default:
+			if tc.event {
+				t.Errorf("%d: cniVersion %s: no %s Event", i, tc.version, ReasonStatusInactive)
+			}
 		}
 	}
 }

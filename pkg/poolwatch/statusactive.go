@@ -2,15 +2,23 @@ package poolwatch
 
 import (
 	"github.com/containernetworking/cni/pkg/version"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/conflist"
 )
+
+// ReasonStatusInactive is the reason of the Warning Node Event for a
+// runtime config whose cniVersion means STATUS and GC are never called.
+const ReasonStatusInactive = "NetreadyStatusInactive"
 
 // noteStatusActive sets netready_cni_status_active for the file the
 // runtime uses: 1 when its cniVersion makes runtimes call STATUS and GC
 // (1.1.0 and later), 0 when they never do, so that an operator sees that
 // STATUS's verdicts (agents, pools with poolAction notready) cannot reach
-// the node.
+// the node. A 0 is also a Warning Node Event, once per file and version,
+// which kubectl netready status shows.
 func (w *Watcher) noteStatusActive() {
 	f, err := conflist.Pick(w.confDir, "")
 	if err != nil {
@@ -23,4 +31,16 @@ func (w *Watcher) noteStatusActive() {
 	}
 	w.metrics.CNIStatusActive.Reset()
 	w.metrics.CNIStatusActive.WithLabelValues(f.Network, f.CNIVersion()).Set(v)
+	key := f.Path + " " + f.CNIVersion()
+	if v == 1 || key == w.statusInactive || w.events == nil {
+		if v == 1 {
+			w.statusInactive = ""
+		}
+		return
+	}
+	w.statusInactive = key
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
+	w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonStatusInactive, "Check",
+		"network %s: %s says cniVersion %s, and runtimes call STATUS and GC only at 1.1.0 or later: netready's STATUS verdicts and GC never run on this node. Run netready-install with --cni-version auto to raise it where every plugin of the chain supports 1.1.0",
+		f.Network, f.Path, f.CNIVersion())
 }

@@ -1,5 +1,6 @@
 // Package sidecar owns how netready-sidecar's parts are put together: its
-// options and their validation, and Run, which starts the condition
+// options and their validation, and Run, which checks that its scope is
+// enforced before it writes anything, then starts the condition
 // controller, the pool watch (or an uninstall's lifting of the taint), the
 // Event recorder and the /metrics, /healthz and /readyz server.
 package sidecar
@@ -23,6 +24,7 @@ import (
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/scopecheck"
 )
 
 // Options are the sidecar's flags.
@@ -34,6 +36,11 @@ type Options struct {
 	PoolResync      time.Duration
 	PoolForgetAfter time.Duration
 	Uninstall       bool
+	// RequireScope holds every write until the admission policies that
+	// scope the sidecar refuse a dry-run probe (pkg/scopecheck), made as
+	// its own pod, PodNamespace/PodName.
+	RequireScope          bool
+	PodNamespace, PodName string
 }
 
 // Validate returns every problem at once.
@@ -53,6 +60,9 @@ func (o *Options) Validate() error {
 	}
 	if o.CNIConfDir != "" && !filepath.IsAbs(o.CNIConfDir) {
 		errs = append(errs, fmt.Errorf("--cni-conf-dir %q must be an absolute path", o.CNIConfDir))
+	}
+	if o.RequireScope && (o.PodNamespace == "" || o.PodName == "") {
+		errs = append(errs, errors.New("--require-scope needs --pod-namespace and --pod-name (or $POD_NAMESPACE and $POD_NAME, from the downward API)"))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
@@ -95,6 +105,13 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}()
 	defer srv.Close()
+	if o.RequireScope {
+		self := scopecheck.Self{Node: o.NodeName, PodNamespace: o.PodNamespace, PodName: o.PodName}
+		report := func(err error) { h.SetUnready("scope", err) }
+		if err := scopecheck.Wait(ctx, client.DryRun(), self, kubeapi.Timeout, 30*time.Second, report, log); err != nil {
+			return nil // ctx ended before the scope was in force: shut down
+		}
+	}
 	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
 		// pod publishing. Sharing one client, a Node that could not be
@@ -130,12 +147,14 @@ func mux(c *conditions.Controller, metricsHandler http.Handler, h *health.Health
 	m.Handle("/metrics", metricsHandler)
 	m.Handle("/healthz", h)
 	m.HandleFunc("/readyz", func(w http.ResponseWriter, _ *http.Request) {
-		if !c.Ready() {
-			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)
-			return
-		}
+		// h first: while the scope check waits, the controller has not
+		// started, and h says why.
 		if why := h.UnreadyReason(); why != "" {
 			http.Error(w, why, http.StatusServiceUnavailable)
+			return
+		}
+		if !c.Ready() {
+			http.Error(w, "pod cache not synced or markers not read yet", http.StatusServiceUnavailable)
 			return
 		}
 		fmt.Fprintln(w, "ok")

@@ -20,6 +20,13 @@ import (
 // and returns the objects by kind.
 func kustomizeWith(t *testing.T, components ...string) map[string][]string {
 	t.Helper()
+	return kustomizeOverlay(t, "", components...)
+}
+
+// kustomizeOverlay is kustomizeWith with more lines in the operator's
+// kustomization, such as a namespace: override.
+func kustomizeOverlay(t *testing.T, extra string, components ...string) map[string][]string {
+	t.Helper()
 	dir := t.TempDir()
 	mustRun(t, "cp", "-r", "../../deploy", dir)
 	var comps []string
@@ -27,7 +34,7 @@ func kustomizeWith(t *testing.T, components ...string) map[string][]string {
 		comps = append(comps, "deploy/components/"+c)
 	}
 	os.WriteFile(filepath.Join(dir, "kustomization.yaml"),
-		[]byte("resources: [deploy]\ncomponents: ["+strings.Join(comps, ", ")+"]\n"), 0o644)
+		[]byte(extra+"resources: [deploy]\ncomponents: ["+strings.Join(comps, ", ")+"]\n"), 0o644)
 	out, err := exec.Command(filepath.Join(os.Getenv("NETREADY_K8S_BIN"), "kubectl"), "kustomize", dir).CombinedOutput()
 	if err != nil {
 		t.Fatalf("kubectl kustomize with %v: %v\n%s", components, err, out)

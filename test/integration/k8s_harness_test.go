@@ -251,7 +251,22 @@ func startSidecarWith(t testing.TB, a *apiServer, kubeconfig, stateDir, node str
 
 // startSidecarProc is startSidecarWith that also returns a stop function,
 // for tests that restart the sidecar; the test's cleanup stops it too.
+// Most tests run it without the admission policies, so --require-scope
+// is off unless extra sets it.
 func startSidecarProc(t testing.TB, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer, func()) {
+	t.Helper()
+	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--require-scope") }) {
+		extra = append([]string{"--require-scope=false"}, extra...)
+	}
+	listen, logs, stop := runSidecar(t, kubeconfig, stateDir, node, extra...)
+	if why := sidecarReadyz(listen, 30*time.Second, 200); why != "" {
+		t.Fatalf("sidecar not ready: %s\n%s", why, logs.String())
+	}
+	return listen, logs, stop
+}
+
+// runSidecar starts bin/netready-sidecar and returns at once.
+func runSidecar(t testing.TB, kubeconfig, stateDir, node string, extra ...string) (string, *syncBuffer, func()) {
 	t.Helper()
 	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
 	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", kubeconfig, "--listen", listen}, extra...)
@@ -274,18 +289,28 @@ func startSidecarProc(t testing.TB, kubeconfig, stateDir, node string, extra ...
 			t.Logf("sidecar log:\n%s", tail(logs.String(), 60))
 		}
 	})
+	return listen, &logs, stop
+}
+
+// sidecarReadyz polls /readyz until it answers want, for at most within;
+// it returns "" then, else what /readyz said last.
+func sidecarReadyz(listen string, within time.Duration, want int) string {
 	client := &http.Client{Timeout: time.Second}
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		if resp, err := client.Get("http://" + listen + "/readyz"); err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == 200 {
-				return listen, &logs, stop
-			}
+	last := "no answer"
+	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
+		resp, err := client.Get("http://" + listen + "/readyz")
+		if err != nil {
+			last = err.Error()
+			continue
 		}
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("sidecar not ready:\n%s", logs.String())
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode == want {
+			return ""
 		}
+		last = fmt.Sprintf("%d %s", resp.StatusCode, body)
 	}
+	return last
 }
 
 func metricsText(t testing.TB, listen string) string {

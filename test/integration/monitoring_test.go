@@ -42,6 +42,28 @@ func checkMetrics(t *testing.T, scrape string) {
 	}
 }
 
+// serviceMonitor is what the tests read of a ServiceMonitor.
+type serviceMonitor struct {
+	Metadata struct {
+		Namespace string `json:"namespace"`
+	} `json:"metadata"`
+	Spec struct {
+		Selector          metav1.LabelSelector `json:"selector"`
+		NamespaceSelector struct {
+			MatchNames []string `json:"matchNames"`
+		} `json:"namespaceSelector"`
+		Endpoints []struct {
+			Port        string       `json:"port"`
+			Relabelings []relabeling `json:"relabelings"`
+		} `json:"endpoints"`
+	} `json:"spec"`
+}
+
+type relabeling struct {
+	SourceLabels []string `json:"sourceLabels"`
+	TargetLabel  string   `json:"targetLabel"`
+}
+
 // TestMonitoring: the monitoring component builds with kubectl kustomize;
 // its PrometheusRule's alerts pass `promtool check rules` and the unit tests
 // of test/monitoring/rules_test.yaml; the sidecar listens beyond loopback
@@ -68,23 +90,8 @@ func TestMonitoring(t *testing.T) {
 	// pods and targets the sidecar's named port; the ServiceMonitor
 	// selects the Service, in its namespace, by that port, and labels
 	// each series with its node.
-	type relabeling struct {
-		SourceLabels []string `json:"sourceLabels"`
-		TargetLabel  string   `json:"targetLabel"`
-	}
 	var svc corev1.Service
-	var sm struct {
-		Spec struct {
-			Selector          metav1.LabelSelector `json:"selector"`
-			NamespaceSelector struct {
-				MatchNames []string `json:"matchNames"`
-			} `json:"namespaceSelector"`
-			Endpoints []struct {
-				Port        string       `json:"port"`
-				Relabelings []relabeling `json:"relabelings"`
-			} `json:"endpoints"`
-		} `json:"spec"`
-	}
+	var sm serviceMonitor
 	if yaml.Unmarshal([]byte(objs["Service"][0]), &svc) != nil || yaml.Unmarshal([]byte(objs["ServiceMonitor"][0]), &sm) != nil {
 		t.Fatal("cannot read the Service or the ServiceMonitor")
 	}
@@ -96,9 +103,26 @@ func TestMonitoring(t *testing.T) {
 	}) {
 		t.Errorf("the Service's port %+v is not the sidecar's 9095", svc.Spec.Ports)
 	}
-	smSel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
-	if err != nil || smSel.Empty() || !smSel.Matches(labels.Set(svc.Labels)) || !slices.Contains(sm.Spec.NamespaceSelector.MatchNames, svc.Namespace) {
-		t.Errorf("the ServiceMonitor (%v in %v) does not select the Service %s/%s %v", sm.Spec.Selector, sm.Spec.NamespaceSelector.MatchNames, svc.Namespace, svc.Name, svc.Labels)
+	// Without a namespaceSelector a ServiceMonitor selects in its own
+	// namespace, which follows a namespace: override (a listed name
+	// would not).
+	selects := func(svc corev1.Service, sm serviceMonitor, smNamespace string) bool {
+		sel, err := metav1.LabelSelectorAsSelector(&sm.Spec.Selector)
+		inNamespace := slices.Contains(sm.Spec.NamespaceSelector.MatchNames, svc.Namespace) ||
+			(len(sm.Spec.NamespaceSelector.MatchNames) == 0 && smNamespace == svc.Namespace)
+		return err == nil && !sel.Empty() && sel.Matches(labels.Set(svc.Labels)) && inNamespace
+	}
+	if !selects(svc, sm, sm.Metadata.Namespace) {
+		t.Errorf("the ServiceMonitor (%v, %+v, in %s) does not select the Service %s/%s %v", sm.Spec.Selector, sm.Spec.NamespaceSelector, sm.Metadata.Namespace, svc.Namespace, svc.Name, svc.Labels)
+	}
+	moved := kustomizeOverlay(t, "namespace: monitoring-moved\n", "monitoring")
+	var movedSvc corev1.Service
+	var movedSM serviceMonitor
+	if yaml.Unmarshal([]byte(moved["Service"][0]), &movedSvc) != nil || yaml.Unmarshal([]byte(moved["ServiceMonitor"][0]), &movedSM) != nil {
+		t.Fatal("cannot read the moved Service or ServiceMonitor")
+	}
+	if movedSvc.Namespace != "monitoring-moved" || !selects(movedSvc, movedSM, movedSM.Metadata.Namespace) {
+		t.Errorf("under namespace: monitoring-moved the ServiceMonitor (%+v in %s) does not select the Service in %s", movedSM.Spec.NamespaceSelector, movedSM.Metadata.Namespace, movedSvc.Namespace)
 	}
 	if len(sm.Spec.Endpoints) != 1 || len(svc.Spec.Ports) != 1 || sm.Spec.Endpoints[0].Port != svc.Spec.Ports[0].Name ||
 		!slices.ContainsFunc(sm.Spec.Endpoints[0].Relabelings, func(r relabeling) bool {

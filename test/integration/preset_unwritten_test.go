@@ -68,6 +68,13 @@ func TestCalicoPresetNotWriting(t *testing.T) {
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "endpointStatusPathPrefix") {
 		t.Errorf("kubectl netready explain felix-0: exit %d, want 1 naming endpointStatusPathPrefix:\n%s", code, out)
 	}
+	if !strings.Contains(string(out), "warning:     NetreadyPresetNotWriting") {
+		t.Errorf("kubectl netready explain felix-0 does not repeat the node's warning:\n%s", out)
+	}
+	out, err = exec.Command(filepath.Join(binDir, "kubectl-netready"), "--kubeconfig", kc, "status").CombinedOutput()
+	if err != nil || !strings.Contains(string(out), testNode+": NetreadyPresetNotWriting") || !strings.Contains(string(out), want) {
+		t.Errorf("kubectl netready status: %v, want a line for %s naming %q:\n%s", err, testNode, want, out)
+	}
 }
 
 // exitCode is a finished command's exit code (0 without an error).

@@ -1,0 +1,170 @@
+//go:build integration
+
+package integration
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/publish"
+)
+
+// TestDeployNamePrefix applies deploy/ under an overlay that renames
+// everything (namePrefix acme-, nameSuffix -x) and moves it to another
+// namespace, on the real kube-apiserver. Every scope policy must still
+// refuse the renamed sidecar's writes outside its lane, the gate must
+// still be injected, and the real sidecar binary, run as its pod with
+// --require-scope, must start. Without its params it must write nothing
+// and say which policies let its dry-run probes through.
+func TestDeployNamePrefix(t *testing.T) {
+	const ns, sa = "netready-system", "acme-netready-sidecar-x"
+	a := startAPIServer(t)
+	ctx := context.Background()
+	deploy, err := filepath.Abs("../../deploy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	overlay := t.TempDir()
+	rel, err := filepath.Rel(overlay, deploy)
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
+kind: Kustomization
+namePrefix: acme-
+nameSuffix: -x
+namespace: %s
+resources: [%q]
+`, ns, rel)), 0o644)
+	for _, n := range []string{ns, "gated"} {
+		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
+		if n == "gated" {
+			obj.Labels = map[string]string{"netready.io/readiness-gate": "enabled"}
+		}
+		if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := a.Admin.CoreV1().ServiceAccounts("gated").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	out := a.kubectl(t, "apply", "-k", overlay, "--server-side")
+	for _, want := range []string{"validatingadmissionpolicybinding.admissionregistration.k8s.io/acme-netready-sidecar-scope-x", "serviceaccount/" + sa, "configmap/acme-netready-settings-x"} {
+		if !strings.Contains(out, want) {
+			t.Fatalf("kubectl apply -k of the acme- overlay did not apply %s:\n%s", want, out)
+		}
+	}
+	for _, n := range []string{"node-a", "node-b"} {
+		if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	self := plainPod(ns, "acme-netready-x-abcde", "node-a")
+	self.Spec.ServiceAccountName = sa
+	self = a.create(t, self)
+	token := a.boundToken(t, self)
+	sidecar := kubernetes.NewForConfigOrDie(a.config(token))
+	mine := a.create(t, plainPod("default", "web", "node-a"))
+	theirs := a.create(t, plainPod("default", "far", "node-b"))
+	cond := func(uid types.UID) []byte {
+		p, _ := publish.Patch(uid, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
+			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
+		return p
+	}
+	patch := func(pod *corev1.Pod, body []byte) error {
+		_, err := sidecar.CoreV1().Pods(pod.Namespace).Patch(ctx, pod.Name, types.StrategicMergePatchType, body, metav1.PatchOptions{}, "status")
+		return err
+	}
+	// The policies load through informers: live once a label change is
+	// refused.
+	label := []byte(`{"metadata":{"labels":{"app":"hijacked"}}}`)
+	for start := time.Now(); patch(mine, label) == nil; time.Sleep(200 * time.Millisecond) {
+		if time.Since(start) > 30*time.Second {
+			t.Fatalf("the renamed scope policy never applied to %s", sa)
+		}
+		a.Admin.CoreV1().Pods("default").Patch(ctx, mine.Name, types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"web"}}}`), metav1.PatchOptions{})
+	}
+
+	t.Run("every renamed policy refuses the renamed sidecar", func(t *testing.T) {
+		if err := patch(mine, cond(mine.UID)); err != nil {
+			t.Errorf("its own condition on its own node's pod = %v, want allowed", err)
+		}
+		if err := patch(theirs, cond(theirs.UID)); err == nil || !strings.Contains(err.Error(), "may only write pods of its own node") {
+			t.Errorf("a pod of node-b = %v, want refused by acme-netready-sidecar-scope-x", err)
+		}
+		if _, err := sidecar.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, label, metav1.PatchOptions{}); err == nil || !strings.Contains(err.Error(), "acme-netready-sidecar-node-scope-x") {
+			t.Errorf("a label on its own Node = %v, want refused by acme-netready-sidecar-node-scope-x", err)
+		}
+		ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{GenerateName: "e-", Namespace: "default"}, EventTime: metav1.NowMicro(),
+			ReportingController: "netready-sidecar", ReportingInstance: "netready-sidecar-node-a", Action: "Test", Reason: "Hijack", Type: corev1.EventTypeNormal,
+			Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "default", Name: mine.Name}}
+		if _, err := sidecar.EventsV1().Events("default").Create(ctx, ev, metav1.CreateOptions{}); err == nil || !strings.Contains(err.Error(), "acme-netready-sidecar-events-x") {
+			t.Errorf("an Event with another reason = %v, want refused by acme-netready-sidecar-events-x", err)
+		}
+	})
+
+	t.Run("the renamed gate is injected", func(t *testing.T) {
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, plainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			if err == nil && slices.ContainsFunc(p.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == publish.DefaultConditionType }) {
+				return
+			}
+			if time.Since(start) > 30*time.Second {
+				t.Fatalf("no readiness gate from acme-netready-readiness-gate-x 30 s after apply (%v)", err)
+			}
+		}
+	})
+
+	kubeconfig := a.kubeconfig("acme-sidecar", token)
+	stateDir := t.TempDir()
+	scoped := []string{"--require-scope", "--pod-namespace", ns, "--pod-name", self.Name, "--cni-conf-dir", ""}
+	t.Run("the sidecar starts once its probes are refused", func(t *testing.T) {
+		listen, logs, stop := runSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
+		defer stop()
+		if why := sidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+			t.Fatalf("the scoped sidecar never turned ready: %s\n%s", why, logs.String())
+		}
+	})
+
+	t.Run("without its params the sidecar writes nothing and names the policies", func(t *testing.T) {
+		if err := a.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, "acme-netready-settings-x", metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// Wait until the policies let the label change through, as they
+		// do without params (parameterNotFoundAction Allow).
+		for start := time.Now(); patch(mine, label) != nil; time.Sleep(200 * time.Millisecond) {
+			if time.Since(start) > 30*time.Second {
+				t.Fatal("the scope policy still refuses 30 s after its params were deleted")
+			}
+		}
+		listen, logs, stop := runSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
+		defer stop()
+		why := sidecarReadyz(listen, 5*time.Second, http.StatusOK)
+		for _, want := range []string{"not in force", "(policy netready-sidecar-scope)", "(policy netready-sidecar-node-scope)", "(policy netready-sidecar-events)"} {
+			if !strings.Contains(why, want) {
+				t.Errorf("/readyz without params = %q, want it to name %q", why, want)
+			}
+		}
+		if !strings.Contains(logs.String(), "not writing anything until the sidecar's scope is enforced") {
+			t.Errorf("the sidecar's log does not say it holds its writes:\n%s", logs.String())
+		}
+		// Put the params back: the waiting sidecar starts by itself.
+		a.kubectl(t, "apply", "-k", overlay, "--server-side")
+		if why := sidecarReadyz(listen, 90*time.Second, http.StatusOK); why != "" {
+			t.Fatalf("the sidecar did not start once the params were back: %s\n%s", why, logs.String())
+		}
+	})
+}
