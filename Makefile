@@ -28,6 +28,7 @@ build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./plugins/meta/netready
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
 	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-standin ./test/standin
 
 # The OCI image ghcr.io/netready/netready:dev as an archive, built without
 # Docker: static binaries on a scratch base. deploy/ names that tag; a

@@ -5,7 +5,7 @@
 set -euo pipefail
 out=$1
 root=$(cd "$(dirname "$0")/.." && pwd)
-stamp="$out/.built-$(sha256sum <"$root/test/tools/go.sum" | cut -c1-16)"
+stamp="$out/.built-$(cat "$root/test/tools/go.sum" "$root/scripts/build-tools.sh" | sha256sum | cut -c1-16)"
 [ -f "$stamp" ] && exit 0
 echo "tools: building CNI reference plugins and cnitool into $out"
 mkdir -p "$out"
@@ -16,6 +16,7 @@ CGO_ENABLED=0 go build -trimpath -o "$out/" \
   github.com/containernetworking/plugins/plugins/main/loopback \
   github.com/containernetworking/plugins/plugins/ipam/host-local \
   github.com/containernetworking/plugins/plugins/meta/portmap \
+  github.com/containernetworking/plugins/plugins/meta/bandwidth \
   github.com/containernetworking/plugins/plugins/meta/firewall \
   github.com/containernetworking/plugins/plugins/meta/tuning \
   github.com/containernetworking/cni/cnitool

@@ -42,15 +42,21 @@ current-context: test
 // kubectl runs the real kubectl as the admin against a.
 func (a *apiServer) kubectl(t *testing.T, args ...string) string {
 	t.Helper()
+	out, err := a.kubectlRun(args...)
+	if err != nil {
+		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// kubectlRun is kubectl for a command that may fail.
+func (a *apiServer) kubectlRun(args ...string) (string, error) {
 	kc := a.kubeconfig("admin", adminToken)
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, filepath.Join(a.bins, "kubectl"), append([]string{"--kubeconfig", kc, "--cache-dir", filepath.Join(a.dir, "kubectl-cache")}, args...)...)
 	out, err := cmd.CombinedOutput()
-	if err != nil {
-		t.Fatalf("kubectl %s: %v\n%s", strings.Join(args, " "), err, out)
-	}
-	return string(out)
+	return string(out), err
 }
 
 // boundToken mints what kubelet gives a pod: a ServiceAccount token bound

@@ -41,7 +41,8 @@ type apiServer struct {
 	// AgentKubeconfig authenticates as the sidecar's service account.
 	AgentKubeconfig string
 	AgentConfig     *rest.Config
-	// kapiArgs restart the API server as it was.
+	// kapiBin and kapiArgs restart the API server as it was.
+	kapiBin  string
 	kapiArgs []string
 }
 
@@ -55,11 +56,19 @@ const (
 // kube-apiserver.
 func startAPIServer(t testing.TB, extraArgs ...string) *apiServer {
 	t.Helper()
+	return startAPIServerOf(t, "kube-apiserver", extraArgs...)
+}
+
+// startAPIServerOf is startAPIServer with the kube-apiserver binary at
+// kapi, a path under NETREADY_K8S_BIN (1.34/kube-apiserver for the older
+// cluster).
+func startAPIServerOf(t testing.TB, kapi string, extraArgs ...string) *apiServer {
+	t.Helper()
 	bins := os.Getenv("NETREADY_K8S_BIN")
 	if bins == "" {
 		t.Fatal("NETREADY_K8S_BIN must name the kube-apiserver and etcd build; run `make test`")
 	}
-	a := &apiServer{t: t, dir: t.TempDir(), bins: bins, port: freePort(t)}
+	a := &apiServer{t: t, dir: t.TempDir(), bins: bins, kapiBin: filepath.Join(bins, kapi), port: freePort(t)}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +148,7 @@ func (a *apiServer) start(name, bin string, args ...string) *exec.Cmd {
 
 // startAPI starts kube-apiserver and waits until it is ready.
 func (a *apiServer) startAPI() {
-	a.kapi = a.start("kube-apiserver", filepath.Join(a.bins, "kube-apiserver"), a.kapiArgs...)
+	a.kapi = a.start("kube-apiserver", a.kapiBin, a.kapiArgs...)
 	client := &http.Client{Timeout: 2 * time.Second, Transport: &http.Transport{Proxy: nil, TLSClientConfig: &tls.Config{InsecureSkipVerify: true}}}
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
 		req, _ := http.NewRequest("GET", fmt.Sprintf("https://127.0.0.1:%d/readyz", a.port), nil)
