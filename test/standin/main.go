@@ -89,7 +89,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err != nil {
 		return err
 	}
-	defer netns.Close()
+	defer func() { _ = netns.Close() }()
 	addr := podAddress(subnet, args.ContainerID)
 	var hostVeth, podVeth net.Interface
 	err = netns.Do(func(host ns.NetNS) error {
