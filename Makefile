@@ -91,7 +91,7 @@ integration:
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic|soak:)' ; \
 	  exit $${PIPESTATUS[0]}
 
-bench: deps tools containerd k8s build
+bench: deps tools containerd k8s build image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 45m ./test/integration/...
 

@@ -71,7 +71,7 @@ type heartbeat struct {
 	paused atomic.Bool
 }
 
-func startHeartbeat(t *testing.T, path string) *heartbeat {
+func startHeartbeat(t testing.TB, path string) *heartbeat {
 	h := &heartbeat{path: path}
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)

@@ -8,8 +8,11 @@
 // way that vendor's agent signals it (Felix's endpoint-status file, an OVS
 // port that ovn-controller marks ovn-installed).
 //
+// A test that needs distinct addresses passes STANDIN_IP in CNI_ARGS;
+// otherwise the address comes from the container ID.
+//
 // Its settings sit beside the binary, in <binary>.standin.json:
-// {"subnet": "10.200.93.0/24", "hook": "/path/to/script"}. The hook gets
+// {"subnet": "10.200.93.0/24", "hook": "/path/to/script", "txChecksumOff": true}. The hook gets
 // CNI_CONTAINERID, CNI_IFNAME, K8S_POD_NAMESPACE, K8S_POD_NAME, POD_IP,
 // POD_MAC and HOST_VETH in its environment.
 package main
@@ -24,6 +27,7 @@ import (
 	"os/exec"
 	"strings"
 	"syscall"
+	"unsafe"
 
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/types"
@@ -32,11 +36,16 @@ import (
 	"github.com/containernetworking/plugins/pkg/ip"
 	"github.com/containernetworking/plugins/pkg/ns"
 	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
 )
 
 type settings struct {
 	Subnet string `json:"subnet"`
 	Hook   string `json:"hook"`
+	// TxChecksumOff turns transmit checksum offload off on the pod's
+	// veth: OVS's userspace datapath forwards a veth's partial checksums
+	// as they are, and the receiver drops such TCP segments.
+	TxChecksumOff bool `json:"txChecksumOff"`
 }
 
 func main() {
@@ -91,6 +100,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 	}
 	defer func() { _ = netns.Close() }()
 	addr := podAddress(subnet, args.ContainerID)
+	if fixed := cniArg(args.Args, "STANDIN_IP"); fixed != "" {
+		addr = &net.IPNet{IP: net.ParseIP(fixed).To4(), Mask: subnet.Mask}
+	}
 	var hostVeth, podVeth net.Interface
 	err = netns.Do(func(host ns.NetNS) error {
 		var err error
@@ -107,6 +119,11 @@ func cmdAdd(args *skel.CmdArgs) error {
 		}
 		if err := netlink.LinkSetUp(link); err != nil {
 			return err
+		}
+		if s.TxChecksumOff {
+			if err := txChecksumOff(args.IfName); err != nil {
+				return err
+			}
 		}
 		_, all, _ := net.ParseCIDR("0.0.0.0/0")
 		return netlink.RouteAdd(&netlink.Route{LinkIndex: link.Attrs().Index, Dst: all, Scope: netlink.SCOPE_LINK})
@@ -135,6 +152,16 @@ func cmdAdd(args *skel.CmdArgs) error {
 	return types.PrintResult(res, conf.CNIVersion)
 }
 
+// cniArg is the value of key in CNI_ARGS, or "".
+func cniArg(cniArgs, key string) string {
+	for _, kv := range strings.Split(cniArgs, ";") {
+		if k, v, ok := strings.Cut(kv, "="); ok && k == key {
+			return v
+		}
+	}
+	return ""
+}
+
 // startHook runs the agent's part in the background, as the vendor's node
 // agent works after ADD has returned.
 func startHook(hook string, args *skel.CmdArgs, addr *net.IPNet, hostVeth, podMAC string) error {
@@ -151,6 +178,28 @@ func startHook(hook string, args *skel.CmdArgs, addr *net.IPNet, hostVeth, podMA
 		return fmt.Errorf("stand-in hook: %w", err)
 	}
 	return cmd.Process.Release()
+}
+
+// txChecksumOff is `ethtool -K name tx off` (ethtool is not installed
+// here): the ETHTOOL_STXCSUM ioctl with value 0.
+func txChecksumOff(name string) error {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_DGRAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer func() { _ = unix.Close(fd) }()
+	value := struct{ cmd, data uint32 }{cmd: unix.ETHTOOL_STXCSUM}
+	var ifr struct {
+		name [unix.IFNAMSIZ]byte
+		data unsafe.Pointer
+		_    [16]byte
+	}
+	copy(ifr.name[:], name)
+	ifr.data = unsafe.Pointer(&value)
+	if _, _, errno := unix.Syscall(unix.SYS_IOCTL, uintptr(fd), unix.SIOCETHTOOL, uintptr(unsafe.Pointer(&ifr))); errno != 0 {
+		return fmt.Errorf("ETHTOOL_STXCSUM off on %s: %w", name, errno)
+	}
+	return nil
 }
 
 func cmdDel(args *skel.CmdArgs) error {
