@@ -4,10 +4,7 @@ package integration
 
 import (
 	"context"
-	"fmt"
 	"net/http"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -33,34 +30,8 @@ func TestDeployNamePrefix(t *testing.T) {
 	const ns, sa = "netready-system", "acme-netready-sidecar-x"
 	a := startAPIServer(t)
 	ctx := context.Background()
-	deploy, err := filepath.Abs("../../deploy")
-	if err != nil {
-		t.Fatal(err)
-	}
-	overlay := t.TempDir()
-	rel, err := filepath.Rel(overlay, deploy)
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namePrefix: acme-
-nameSuffix: -x
-namespace: %s
-resources: [%q]
-`, ns, rel)), 0o644)
-	for _, n := range []string{ns, "gated"} {
-		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
-		if n == "gated" {
-			obj.Labels = map[string]string{"netready.io/readiness-gate": "enabled"}
-		}
-		if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, obj, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if _, err := a.Admin.CoreV1().ServiceAccounts("gated").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	overlay := overlayOf(t, "namePrefix: acme-\nnameSuffix: -x\nnamespace: "+ns+"\n")
+	a.createNamespaces(t, ns)
 	out := a.kubectl(t, "apply", "-k", overlay, "--server-side")
 	for _, want := range []string{"validatingadmissionpolicybinding.admissionregistration.k8s.io/acme-netready-sidecar-scope-x", "serviceaccount/" + sa, "configmap/acme-netready-settings-x"} {
 		if !strings.Contains(out, want) {

@@ -335,16 +335,10 @@ func TestDeployAndAdmission(t *testing.T) {
 	})
 }
 
-// TestDeployOverlay applies an operator's overlay of deploy/ that moves
-// netready to another namespace and runs another condition type, both set
-// once (namespace:, and netready-settings). On the real kube-apiserver the
-// gate injected, the condition the moved sidecar may write and the
-// DaemonSet's flag must all follow; a missing netready-settings must not
-// block anyone's pods/status writes.
-func TestDeployOverlay(t *testing.T) {
-	const ns, custom = "netready-system", "example.com/net-ready"
-	a := startAPIServer(t)
-	ctx := context.Background()
+// overlayOf writes an operator's kustomization of deploy/ with lines
+// besides its resources, and returns its folder.
+func overlayOf(t *testing.T, lines string) string {
+	t.Helper()
 	deploy, err := filepath.Abs("../../deploy")
 	if err != nil {
 		t.Fatal(err)
@@ -355,16 +349,18 @@ func TestDeployOverlay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(fmt.Sprintf(`apiVersion: kustomize.config.k8s.io/v1beta1
-kind: Kustomization
-namespace: %s
-resources: [%q]
-configMapGenerator:
-  - name: netready-settings
-    namespace: kube-system
-    behavior: merge
-    literals: [conditionType=%s]
-`, ns, rel, custom)), 0o644)
+	data := fmt.Sprintf("apiVersion: kustomize.config.k8s.io/v1beta1\nkind: Kustomization\nresources: [%q]\n%s", rel, lines)
+	if err := os.WriteFile(filepath.Join(overlay, "kustomization.yaml"), []byte(data), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return overlay
+}
+
+// createNamespaces creates ns, and "gated", labelled for the readiness
+// gate, with its default ServiceAccount (no controller-manager runs).
+func (a *apiServer) createNamespaces(t *testing.T, ns string) {
+	t.Helper()
+	ctx := context.Background()
 	for _, n := range []string{ns, "gated"} {
 		obj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: n}}
 		if n == "gated" {
@@ -377,6 +373,26 @@ configMapGenerator:
 	if _, err := a.Admin.CoreV1().ServiceAccounts("gated").Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestDeployOverlay applies an operator's overlay of deploy/ that moves
+// netready to another namespace and runs another condition type, both set
+// once (namespace:, and netready-settings). On the real kube-apiserver the
+// gate injected, the condition the moved sidecar may write and the
+// DaemonSet's flag must all follow; a missing netready-settings must not
+// block anyone's pods/status writes.
+func TestDeployOverlay(t *testing.T) {
+	const ns, custom = "netready-system", "example.com/net-ready"
+	a := startAPIServer(t)
+	ctx := context.Background()
+	overlay := overlayOf(t, fmt.Sprintf(`namespace: %s
+configMapGenerator:
+  - name: netready-settings
+    namespace: kube-system
+    behavior: merge
+    literals: [conditionType=%s]
+`, ns, custom))
+	a.createNamespaces(t, ns)
 	// The harness applied deploy/rbac.yaml for kube-system; this apply takes
 	// its binding over, as an operator moving netready would.
 	a.kubectl(t, "apply", "-k", overlay, "--server-side", "--force-conflicts")
