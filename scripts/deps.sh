@@ -27,6 +27,10 @@ command -v ovsdb-server >/dev/null || need+=(openvswitch-switch)
 # ovn-northd and the NB/SB schemas, and ovn-controller.
 command -v ovn-northd >/dev/null     || need+=(ovn-central)
 command -v ovn-controller >/dev/null || need+=(ovn-host)
+# The real Cilium agent's test: the agent compiles its BPF at start with
+# clang and llc, at the LLVM of Cilium's own images (19).
+command -v clang-19 >/dev/null || need+=(clang-19)
+command -v llc-19 >/dev/null   || need+=(llvm-19)
 
 if [ ${#need[@]} -gt 0 ]; then
   if [ "$(id -u)" != 0 ]; then
@@ -44,6 +48,6 @@ if [ ${#need[@]} -gt 0 ]; then
   [ $made_policy = 1 ] && rm -f /usr/sbin/policy-rc.d
   [ $rc = 0 ] || exit $rc
 fi
-for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl ovs-vswitchd ovn-northd ovn-controller ovn-nbctl conmon gcc make pkg-config; do
+for c in ip iptables ip6tables nft jq runc file ovsdb-server ovsdb-tool ovs-vsctl ovs-vswitchd ovn-northd ovn-controller ovn-nbctl clang-19 llc-19 conmon gcc make pkg-config; do
   command -v "$c" >/dev/null || { echo "deps: $c is still missing" >&2; exit 1; }
 done
