@@ -66,7 +66,7 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 		if withNetready {
 			plugins = append(plugins, map[string]any{"type": "netready", "stateDir": state, "timeout": "10s", "onTimeout": "fail",
 				"logFile": filepath.Join(dir, "netready.log"),
-				"checks": []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.conf}}})
+				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.conf}}})
 		}
 		data, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "ovn-fp", "plugins": plugins})
 		list, err := libcni.ConfListFromBytes(data)
