@@ -199,13 +199,20 @@ func (n *k8sNode) allocations() int {
 
 // markerFor finds the pod's marker by its UID.
 func (n *k8sNode) markerFor(p *corev1.Pod) *marker.Marker {
+	m, _ := n.markerFileFor(p)
+	return m
+}
+
+// markerFileFor is markerFor with the marker's path.
+func (n *k8sNode) markerFileFor(p *corev1.Pod) (*marker.Marker, string) {
 	entries, _ := os.ReadDir(n.path("state/nr-node"))
 	for _, e := range entries {
-		if m, err := marker.ReadFile(n.path("state/nr-node/" + e.Name())); err == nil && m.Pod.UID == string(p.UID) {
-			return m
+		path := n.path("state/nr-node/" + e.Name())
+		if m, err := marker.ReadFile(path); err == nil && m.Pod.UID == string(p.UID) {
+			return m, path
 		}
 	}
-	return nil
+	return nil, ""
 }
 
 func (n *k8sNode) waitPod(name, what string, limit time.Duration, ok func(*corev1.Pod) bool) *corev1.Pod {
