@@ -43,8 +43,8 @@ func run(args []string) int {
 	fs.DurationVar(&o.PoolForgetAfter, "pool-forget-after", 30*time.Second, "how long a network whose netready entry left the CNI config (a vendor's rewrite) is still counted, keeping its taint and hysteresis")
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "netready is being removed: take its taint and NetworkPoolExhausted condition off this node (/readyz waits for it) and watch no pool; markers still on the node are still published")
 	fs.BoolVar(&o.RequireScope, "require-scope", true, "write nothing until the admission policies that keep the sidecar to its own condition on its own node's pods refuse a dry-run write (/readyz says why it waits); false only where ValidatingAdmissionPolicy cannot run (before Kubernetes 1.30), scoped by RBAC alone")
-	fs.StringVar(&o.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the sidecar's own pod's namespace, for --require-scope (default $POD_NAMESPACE)")
-	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "the sidecar's own pod's name, for --require-scope (default $POD_NAME)")
+	fs.StringVar(&o.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the sidecar's own pod's namespace, for --require-scope (default $POD_NAMESPACE; without it, the pod its token is bound to)")
+	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "the sidecar's own pod's name, for --require-scope (default $POD_NAME; without it, the pod its token is bound to)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	if err := fs.Parse(args); err != nil {
 		return 2

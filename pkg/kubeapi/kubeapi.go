@@ -1,15 +1,17 @@
 // Package kubeapi owns netready-sidecar's calls to the Kubernetes API: this
-// node's pods and their status, its own Node, and Events, over REST
-// clients that know only core/v1 and events/v1, and the recorder that
-// sends Events in the background.
+// node's pods and their status, its own Node, Events, and who it is, over
+// REST clients that know only core/v1, events/v1 and authentication/v1,
+// and the recorder that sends Events in the background.
 package kubeapi
 
 import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
+	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -42,9 +44,9 @@ type Client interface {
 // events/v1 only. client-go's typed clients pull in a scheme of every API
 // group, which doubled the binary and its resident memory.
 type REST struct {
-	core, events rest.Interface
-	params       runtime.ParameterCodec
-	dryRun       bool
+	core, events, authn rest.Interface
+	params              runtime.ParameterCodec
+	dryRun              bool
 }
 
 // DryRun returns a Client whose writes the API server admits, through
@@ -72,6 +74,9 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err := eventsv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := authnv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	codecs := serializer.NewCodecFactory(scheme)
 	client := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
@@ -90,7 +95,11 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("events/v1 client: %w", err)
 	}
-	return &REST{core: core, events: events, params: runtime.NewParameterCodec(scheme)}, nil
+	authn, err := client(authnv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("authentication/v1 client: %w", err)
+	}
+	return &REST{core: core, events: events, authn: authn, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 func (k *REST) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {
@@ -122,6 +131,30 @@ func (k *REST) PatchNode(ctx context.Context, name string, pt types.PatchType, d
 
 func (k *REST) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	return k.write(k.events.Post()).Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
+}
+
+// Pod-bound ServiceAccount tokens carry the pod in these extra keys.
+const (
+	extraPodName         = "authentication.kubernetes.io/pod-name"
+	serviceAccountPrefix = "system:serviceaccount:"
+)
+
+// SelfPod asks the API server who the client is (SelfSubjectReview, GA in
+// 1.28) and returns the pod its token is bound to: the namespace from the
+// ServiceAccount's username, the name from the token's pod claim. Every
+// authenticated user may ask.
+func (k *REST) SelfPod(ctx context.Context) (namespace, name string, err error) {
+	var review authnv1.SelfSubjectReview
+	if err := k.authn.Post().Resource("selfsubjectreviews").Body(&authnv1.SelfSubjectReview{}).Do(ctx).Into(&review); err != nil {
+		return "", "", fmt.Errorf("SelfSubjectReview: %w", err)
+	}
+	u := review.Status.UserInfo
+	rest, ok := strings.CutPrefix(u.Username, serviceAccountPrefix)
+	namespace, _, _ = strings.Cut(rest, ":")
+	if pods := u.Extra[extraPodName]; ok && len(pods) == 1 {
+		return namespace, pods[0], nil
+	}
+	return "", "", fmt.Errorf("the API server knows this client as %q, with no pod-bound token", u.Username)
 }
 
 // EventRecorder is the part of client-go's events.EventRecorder the

@@ -99,14 +99,27 @@ func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) erro
 
 // Wait checks until every probe is refused, backing off from 1 s to
 // maxGap, and reports each failed round to report (nil once in force).
-// It returns nil once in force, or ctx's error.
-func Wait(ctx context.Context, w Writer, self Self, timeout, maxGap time.Duration, report func(error), log *slog.Logger) error {
+// self says which pod and node the sidecar is; it is asked again after an
+// error. Wait returns nil once in force, or ctx's error.
+func Wait(ctx context.Context, w Writer, self func(context.Context) (Self, error), timeout, maxGap time.Duration, report func(error), log *slog.Logger) error {
 	gap := time.Second
+	var me *Self
 	for {
-		err := Check(ctx, w, self, timeout)
+		err := func() error {
+			if me == nil {
+				sctx, cancel := context.WithTimeout(ctx, timeout)
+				s, err := self(sctx)
+				cancel()
+				if err != nil {
+					return fmt.Errorf("which pod is this sidecar: %w; pass --pod-namespace and --pod-name (deploy/ sets POD_NAMESPACE and POD_NAME)", err)
+				}
+				me = &s
+			}
+			return Check(ctx, w, *me, timeout)
+		}()
 		report(err)
 		if err == nil {
-			log.Info("the admission policies that scope this sidecar are in force")
+			log.Info("the admission policies that scope this sidecar are in force", "pod", me.PodNamespace+"/"+me.PodName)
 			return nil
 		}
 		log.Warn("not writing anything until the sidecar's scope is enforced", "err", err, "retryIn", gap)

@@ -38,7 +38,8 @@ type Options struct {
 	Uninstall       bool
 	// RequireScope holds every write until the admission policies that
 	// scope the sidecar refuse a dry-run probe (pkg/scopecheck), made as
-	// its own pod, PodNamespace/PodName.
+	// its own pod, PodNamespace/PodName, or, when either is empty, the pod
+	// its token is bound to.
 	RequireScope          bool
 	PodNamespace, PodName string
 }
@@ -60,9 +61,6 @@ func (o *Options) Validate() error {
 	}
 	if o.CNIConfDir != "" && !filepath.IsAbs(o.CNIConfDir) {
 		errs = append(errs, fmt.Errorf("--cni-conf-dir %q must be an absolute path", o.CNIConfDir))
-	}
-	if o.RequireScope && (o.PodNamespace == "" || o.PodName == "") {
-		errs = append(errs, errors.New("--require-scope needs --pod-namespace and --pod-name (or $POD_NAMESPACE and $POD_NAME, from the downward API)"))
 	}
 	if o.Workers < 1 {
 		errs = append(errs, errors.New("--workers must be at least 1"))
@@ -106,7 +104,17 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}()
 	defer srv.Close()
 	if o.RequireScope {
-		self := scopecheck.Self{Node: o.NodeName, PodNamespace: o.PodNamespace, PodName: o.PodName}
+		// Without the flags (a DaemonSet from before them), the pod comes
+		// from the API server: its token is bound to it.
+		self := func(ctx context.Context) (scopecheck.Self, error) {
+			s := scopecheck.Self{Node: o.NodeName, PodNamespace: o.PodNamespace, PodName: o.PodName}
+			if s.PodNamespace != "" && s.PodName != "" {
+				return s, nil
+			}
+			var err error
+			s.PodNamespace, s.PodName, err = client.SelfPod(ctx)
+			return s, err
+		}
 		report := func(err error) { h.SetUnready("scope", err) }
 		if err := scopecheck.Wait(ctx, client.DryRun(), self, kubeapi.Timeout, 30*time.Second, report, log); err != nil {
 			return nil // ctx ended before the scope was in force: shut down

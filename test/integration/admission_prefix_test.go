@@ -110,6 +110,25 @@ func TestDeployNamePrefix(t *testing.T) {
 		}
 	})
 
+	t.Run("without --pod-name the sidecar finds its pod from its token", func(t *testing.T) {
+		// A DaemonSet from before POD_NAME and POD_NAMESPACE, running
+		// this image: SelfSubjectReview names the pod the token is bound to.
+		listen, logs, stop := runSidecar(t, kubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
+		defer stop()
+		if why := sidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+			t.Fatalf("the sidecar without its pod's name never turned ready: %s\n%s", why, logs.String())
+		}
+		if !strings.Contains(logs.String(), "pod="+ns+"/"+self.Name) {
+			t.Errorf("the sidecar did not log the pod it found (%s/%s):\n%s", ns, self.Name, logs.String())
+		}
+		// A token bound to no pod: it says so, and writes nothing.
+		listen, _, stop2 := runSidecar(t, a.AgentKubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
+		defer stop2()
+		if why := sidecarReadyz(listen, 3*time.Second, http.StatusOK); !strings.Contains(why, "no pod-bound token") || !strings.Contains(why, "--pod-name") {
+			t.Errorf("/readyz with a token bound to no pod = %q, want it to say so and name --pod-name", why)
+		}
+	})
+
 	t.Run("without its params the sidecar writes nothing and names the policies", func(t *testing.T) {
 		if err := a.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, "acme-netready-settings-x", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
