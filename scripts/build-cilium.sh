@@ -12,7 +12,10 @@ stamp="$out/.built-$(cat "$root/test/cilium/go.sum" "$root/scripts/build-cilium.
 mkdir -p "$out"
 cd "$root/test/cilium"
 version=$(go list -m -f "{{.Version}}" github.com/cilium/cilium)
+# {{.Dir}} is empty until the module is in the module cache (a cold CI).
+go mod download github.com/cilium/cilium
 src=$(go list -m -f "{{.Dir}}" github.com/cilium/cilium)
+[ -d "$src/bpf" ] || { echo "cilium: no bpf/ in the module at '$src'" >&2; exit 1; }
 echo "cilium: building Cilium $version (agent, cni, dbg) into $out (about 5 min cold, once)"
 for c in daemon:cilium-agent plugins/cilium-cni:cilium-cni cilium-dbg:cilium-dbg; do
   s=$(date +%s)
