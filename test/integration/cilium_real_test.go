@@ -182,8 +182,9 @@ func TestCiliumRealAgent(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			// Only netready answers STATUS here: cilium-cni 1.20 does not
-			// implement it.
+			// netready's STATUS alone: cilium-cni 1.20 answers STATUS too,
+			// and fails it (code 50, DaemonDown) whenever it cannot reach
+			// the agent, which would hide netready's failAfter.
 			list.Plugins = list.Plugins[1:]
 			return cni.GetStatusNetworkList(ctx, list)
 		}
