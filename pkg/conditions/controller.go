@@ -122,9 +122,9 @@ type Controller struct {
 	// uses them.
 	journals map[string]*outcome.Reader
 	// nodeNotes: "<note file> <network>" -> its message (nodenotes.go).
-	nodeNotes map[string]string
+	nodeNotes map[string]standing
 	// presetNotes: network -> why its preset's agent writes nothing.
-	presetNotes map[string]string
+	presetNotes map[string]standing
 	scanned     bool
 	// unreadable holds markers that exist but could not be read, with
 	// why. One that is also in markers keeps its pod not ready; one that
@@ -156,7 +156,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
 		rechecks: newRechecks(m), ledger: newLedger(m),
 		observed: map[string]string{},
-		addSeen:  map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]string{}, presetNotes: map[string]string{},
+		addSeen:  map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]standing{}, presetNotes: map[string]standing{},
 		unreadable: map[string]error{}, gated: map[types.UID]bool{},
 	}
 }

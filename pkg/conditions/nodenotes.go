@@ -4,12 +4,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/notes"
 )
 
@@ -36,7 +38,8 @@ var nodeNoteKinds = []nodeNote{
 }
 
 // readNotes follows a network folder's notes: a new message is a Warning
-// Event on the Node and sets its metric; its removal clears the metric.
+// Event on the Node (again after kubeapi.RepeatWarningAfter while it
+// holds) and sets its metric; its removal clears the metric.
 // The main loop alone calls it.
 func (c *Controller) readNotes(dir string) {
 	for _, k := range nodeNoteKinds {
@@ -51,18 +54,24 @@ func (c *Controller) readNote(dir string, k nodeNote) {
 		msg = strings.TrimSpace(string(data))
 	}
 	key := k.file + " " + network
+	now := c.now()
 	c.mu.Lock()
 	old := c.nodeNotes[key]
-	if old == msg {
+	again := old.due(msg, now)
+	if old.msg == msg && !again {
 		c.mu.Unlock()
 		return
 	}
 	if msg == "" {
 		delete(c.nodeNotes, key)
 	} else {
-		c.nodeNotes[key] = msg
+		c.nodeNotes[key] = standing{msg: msg, raised: now}
 	}
 	c.mu.Unlock()
+	if again {
+		c.nodeWarning(k.reason, k.action, "%s", msg)
+		return
+	}
 	if k.file == notes.InstallBackoffFile {
 		// Pods judged NotObserved while it stood, or after, change.
 		c.queueUnjudged()
@@ -75,6 +84,19 @@ func (c *Controller) readNote(dir string, k nodeNote) {
 	k.metric(c).WithLabelValues(network).Set(1)
 	c.log.Warn("a note for the operator", "network", network, "note", k.file, "message", msg)
 	c.nodeWarning(k.reason, k.action, "%s", msg)
+}
+
+// standing is a warning for the operator that holds, and when its Event
+// was last recorded.
+type standing struct {
+	msg    string
+	raised time.Time
+}
+
+// due reports whether msg is this warning, unchanged, and its Event is
+// due again (kubeapi.RepeatWarningAfter).
+func (s standing) due(msg string, now time.Time) bool {
+	return msg != "" && s.msg == msg && now.Sub(s.raised) >= kubeapi.RepeatWarningAfter
 }
 
 // nodeWarning records a Warning Event about this node.
@@ -92,9 +114,9 @@ func (c *Controller) nodeWarning(reason, action, note string, args ...any) {
 func (c *Controller) installBackoff() string {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	for key, msg := range c.nodeNotes {
+	for key, note := range c.nodeNotes {
 		if strings.HasPrefix(key, notes.InstallBackoffFile+" ") {
-			return msg
+			return note.msg
 		}
 	}
 	return ""

@@ -16,8 +16,9 @@ const ReasonPresetNotWriting = "NetreadyPresetNotWriting"
 // not set up to write at all (checks.CalicoNotWriting).
 var presetPrefixes = []string{"calico preset: "}
 
-// notePresets raises, once per network and message, a check of m that
-// says its preset's agent is not set up: a Warning Event on the Node and
+// notePresets raises, once per network and message (and again after
+// kubeapi.RepeatWarningAfter while it holds), a check of m that says its preset's
+// agent is not set up: a Warning Event on the Node and
 // netready_preset_not_writing{network} 1. A ready marker of the network
 // clears it.
 func (c *Controller) notePresets(m *marker.Marker) {
@@ -29,11 +30,12 @@ func (c *Controller) notePresets(m *marker.Marker) {
 			}
 		}
 	}
+	now := c.now()
 	c.mu.Lock()
 	old, noted := c.presetNotes[m.Network]
 	switch {
-	case why != "" && why != old:
-		c.presetNotes[m.Network] = why
+	case why != "" && (why != old.msg || old.due(why, now)):
+		c.presetNotes[m.Network] = standing{msg: why, raised: now}
 	case why == "" && noted && m.State == marker.StateReady:
 		delete(c.presetNotes, m.Network)
 	default:

@@ -29,6 +29,12 @@ import (
 // Timeout bounds each call to the API server.
 const Timeout = 10 * time.Second
 
+// RepeatWarningAfter is how long after its last Event a warning that still
+// holds is recorded again: before that Event expires (the API server's
+// --event-ttl, an hour by default), so that kubectl netready status goes
+// on showing it.
+const RepeatWarningAfter = 50 * time.Minute
+
 // Client is all the sidecar asks of the API server: this node's pods and
 // their status, its own Node, and Events about pods.
 type Client interface {

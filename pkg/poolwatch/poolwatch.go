@@ -79,8 +79,9 @@ type Watcher struct {
 	seeded   *bool
 	seedDone bool
 	// statusInactive is the file and cniVersion last reported as never
-	// getting STATUS calls.
-	statusInactive string
+	// getting STATUS calls, at statusInactiveAt.
+	statusInactive   string
+	statusInactiveAt time.Time
 	// applied is what the node showed after the last read or write.
 	applied *bool
 	noted   string

@@ -26,6 +26,7 @@ import (
 	"k8s.io/client-go/tools/events"
 
 	"github.com/netready/netready/pkg/health"
+	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/pool"
@@ -228,13 +229,17 @@ func TestCNIStatusActive(t *testing.T) {
 	rec := events.NewFakeRecorder(10)
 	w := New(Config{ConfDir: confDir, Node: node, Resync: time.Hour, ForgetAfter: time.Minute}, nil, rec,
 		slog.New(slog.NewTextHandler(io.Discard, nil)), m, health.New())
+	clock := time.Now()
+	w.now = func() time.Time { return clock }
 	// A Warning Node Event once per file and version, again after a
-	// raise and a fall.
+	// raise and a fall, and again once its last Event would have expired.
 	for i, tc := range []struct {
 		version string
+		later   time.Duration
 		want    float64
 		event   bool
-	}{{"0.3.1", 0, true}, {"0.3.1", 0, false}, {"1.1.0", 1, false}, {"0.3.1", 0, true}} {
+	}{{"0.3.1", 0, 0, true}, {"0.3.1", time.Minute, 0, false}, {"1.1.0", 0, 1, false}, {"0.3.1", 0, 0, true}, {"0.3.1", kubeapi.RepeatWarningAfter, 0, true}} {
+		clock = clock.Add(tc.later)
 		write(tc.version)
 		w.loadNetworks()
 		if got := testutil.ToFloat64(m.CNIStatusActive.WithLabelValues("k8s-pod-network", tc.version)); got != tc.want {

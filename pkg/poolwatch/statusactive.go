@@ -7,6 +7,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/kubeapi"
 )
 
 // ReasonStatusInactive is the reason of the Warning Node Event for a
@@ -17,8 +18,9 @@ const ReasonStatusInactive = "NetreadyStatusInactive"
 // runtime uses: 1 when its cniVersion makes runtimes call STATUS and GC
 // (1.1.0 and later), 0 when they never do, so that an operator sees that
 // STATUS's verdicts (agents, pools with poolAction notready) cannot reach
-// the node. A 0 is also a Warning Node Event, once per file and version,
-// which kubectl netready status shows.
+// the node. A 0 is also a Warning Node Event, once per file and version
+// (and again after kubeapi.RepeatWarningAfter while it holds), which
+// kubectl netready status shows.
 func (w *Watcher) noteStatusActive() {
 	f, err := conflist.Pick(w.confDir, "")
 	if err != nil {
@@ -32,13 +34,15 @@ func (w *Watcher) noteStatusActive() {
 	w.metrics.CNIStatusActive.Reset()
 	w.metrics.CNIStatusActive.WithLabelValues(f.Network, f.CNIVersion()).Set(v)
 	key := f.Path + " " + f.CNIVersion()
-	if v == 1 || key == w.statusInactive || w.events == nil {
+	now := w.now()
+	repeat := key == w.statusInactive && now.Sub(w.statusInactiveAt) >= kubeapi.RepeatWarningAfter
+	if v == 1 || (key == w.statusInactive && !repeat) || w.events == nil {
 		if v == 1 {
 			w.statusInactive = ""
 		}
 		return
 	}
-	w.statusInactive = key
+	w.statusInactive, w.statusInactiveAt = key, now
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
 	w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonStatusInactive, "Check",
 		"network %s: %s says cniVersion %s, and runtimes call STATUS and GC only at 1.1.0 or later: netready's STATUS verdicts and GC never run on this node. Run netready-install with --cni-version auto to raise it where every plugin of the chain supports 1.1.0",
