@@ -111,7 +111,8 @@ type NodeReport struct {
 	// Warnings are the sidecar's newest Warning Node Event of each
 	// reason for the operator: a preset's agent not writing, STATUS
 	// never called, the installer backing off, an invalid entry. Events
-	// last an hour (the API server's --event-ttl).
+	// last an hour (the API server's --event-ttl); the sidecar records a
+	// warning that still holds again before then.
 	Warnings []Event `json:"warnings,omitempty"`
 }
 
