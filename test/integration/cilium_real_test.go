@@ -15,7 +15,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	networkingv1 "k8s.io/api/networking/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -98,33 +97,8 @@ func TestCiliumRealAgent(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ADD server: %v\n%s", err, cil.log(40))
 	}
-	var l net.Listener
-	if err := ns.WithNetNSPath(srv.NetNS, func(ns.NetNS) error {
-		var err error
-		l, err = net.Listen("tcp4", ":8080")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-	connect := func(rt *libcni.RuntimeConf) error {
-		return ns.WithNetNSPath(rt.NetNS, func(ns.NetNS) error {
-			c, err := net.DialTimeout("tcp4", serverIP+":8080", 700*time.Millisecond)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-	}
+	serveTCP(t, srv.NetNS, 8080)
+	connect := func(rt *libcni.RuntimeConf) error { return firstConnect(rt.NetNS, serverIP+":8080") }
 	// Each pod's first action, right after ADD returns, is one TCP
 	// connection with no SYN retry to rescue it.
 	run := func(withNetready bool, arm int) (ok int, adds, waited []time.Duration, fails []string) {

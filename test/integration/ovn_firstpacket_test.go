@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"os"
 	"path/filepath"
 	"strings"
@@ -14,7 +13,6 @@ import (
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
-	"github.com/containernetworking/plugins/pkg/ns"
 )
 
 // ovnFirstPacketPods is how many pods each arm of TestOVNFirstPacket starts.
@@ -96,36 +94,8 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 			t.Fatalf("the server's port never got ovn-installed; ovn-controller:\n%s", ovn.log("controller"))
 		}
 	}
-	var l net.Listener
-	if err := ns.WithNetNSPath(srv.NetNS, func(ns.NetNS) error {
-		var err error
-		l, err = net.Listen("tcp4", ":8080")
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			c.Close()
-		}
-	}()
-
-	// connect is the pod's first action: one TCP connection, with no
-	// retransmission to rescue it (the first SYN retry comes after 1 s).
-	connect := func(rt *libcni.RuntimeConf) error {
-		return ns.WithNetNSPath(rt.NetNS, func(ns.NetNS) error {
-			c, err := net.DialTimeout("tcp4", serverIP+":8080", 700*time.Millisecond)
-			if err == nil {
-				c.Close()
-			}
-			return err
-		})
-	}
+	serveTCP(t, srv.NetNS, 8080)
+	connect := func(rt *libcni.RuntimeConf) error { return firstConnect(rt.NetNS, serverIP+":8080") }
 	var controlPods []*libcni.RuntimeConf
 	run := func(withNetready bool, first int) (ok int, waits []time.Duration, fails []string) {
 		list := chain(withNetready)

@@ -1,0 +1,50 @@
+//go:build integration
+
+package integration
+
+import (
+	"net"
+	"strconv"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/plugins/pkg/ns"
+)
+
+// serveTCP listens on port in the netns at nsPath and closes each
+// connection it accepts: the server of the real agents' first-packet
+// tests. The test's cleanup stops it.
+func serveTCP(t *testing.T, nsPath string, port int) {
+	t.Helper()
+	var l net.Listener
+	if err := ns.WithNetNSPath(nsPath, func(ns.NetNS) error {
+		var err error
+		l, err = net.Listen("tcp4", ":"+strconv.Itoa(port))
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { l.Close() })
+	go func() {
+		for {
+			c, err := l.Accept()
+			if err != nil {
+				return
+			}
+			c.Close()
+		}
+	}()
+}
+
+// firstConnect is a pod's first action: one TCP connection from the netns
+// at nsPath to addr, with a timeout short of the first SYN retry (1 s),
+// so that nothing rescues a dropped first packet.
+func firstConnect(nsPath, addr string) error {
+	return ns.WithNetNSPath(nsPath, func(ns.NetNS) error {
+		c, err := net.DialTimeout("tcp4", addr, 700*time.Millisecond)
+		if err == nil {
+			c.Close()
+		}
+		return err
+	})
+}
