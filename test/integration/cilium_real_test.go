@@ -46,18 +46,13 @@ func TestCiliumRealAgent(t *testing.T) {
 	copyFile(t, filepath.Join(binDir, "netready"), filepath.Join(bin, "netready"), 0o755)
 	state := filepath.Join(dir, "state")
 	chain := func(withNetready bool) *libcni.NetworkConfigList {
-		plugins := []any{map[string]any{"type": "cilium-cni"}}
+		var entry map[string]any
 		if withNetready {
-			plugins = append(plugins, map[string]any{"type": "netready", "stateDir": state, "timeout": "20s", "onTimeout": "fail",
+			entry = map[string]any{"type": "netready", "stateDir": state, "timeout": "20s", "onTimeout": "fail",
 				"logFile": filepath.Join(dir, "netready.log"),
-				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + cil.sock}}})
+				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + cil.sock}}}
 		}
-		data, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "cilium", "plugins": plugins})
-		list, err := libcni.ConfListFromBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return list
+		return agentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, entry)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 	add := func(list *libcni.NetworkConfigList, name, app string) (*libcni.RuntimeConf, string, error) {

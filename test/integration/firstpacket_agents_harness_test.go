@@ -3,11 +3,13 @@
 package integration
 
 import (
+	"encoding/json"
 	"net"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/plugins/pkg/ns"
 )
 
@@ -47,4 +49,20 @@ func firstConnect(nsPath, addr string) error {
 		}
 		return err
 	})
+}
+
+// agentChain is the conflist name at 1.1.0: the vendor's plugin, then
+// netready's entry when it is not nil.
+func agentChain(t *testing.T, name string, vendor, netready map[string]any) *libcni.NetworkConfigList {
+	t.Helper()
+	plugins := []any{vendor}
+	if netready != nil {
+		plugins = append(plugins, netready)
+	}
+	data, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": name, "plugins": plugins})
+	list, err := libcni.ConfListFromBytes(data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return list
 }

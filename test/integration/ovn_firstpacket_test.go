@@ -4,7 +4,6 @@ package integration
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -60,18 +59,13 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 
 	state := filepath.Join(dir, "state")
 	chain := func(withNetready bool) *libcni.NetworkConfigList {
-		plugins := []any{map[string]any{"type": "ovn-k8s-cni-overlay"}}
+		var entry map[string]any
 		if withNetready {
-			plugins = append(plugins, map[string]any{"type": "netready", "stateDir": state, "timeout": "10s", "onTimeout": "fail",
+			entry = map[string]any{"type": "netready", "stateDir": state, "timeout": "10s", "onTimeout": "fail",
 				"logFile": filepath.Join(dir, "netready.log"),
-				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.conf}}})
+				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.conf}}}
 		}
-		data, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "ovn-fp", "plugins": plugins})
-		list, err := libcni.ConfListFromBytes(data)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return list
+		return agentChain(t, "ovn-fp", map[string]any{"type": "ovn-k8s-cni-overlay"}, entry)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 	ctx := context.Background()
