@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
+	"github.com/netready/netready/pkg/conditions"
+	"github.com/netready/netready/pkg/poolwatch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/taint"
 )
@@ -164,5 +166,15 @@ func TestConditionTypeFollowsARenamedSettings(t *testing.T) {
 				t.Errorf("conditionType = %q, %v; want %q", got, err, tc.want)
 			}
 		})
+	}
+}
+
+// TestOperatorReasonsAreTheSidecars: the reasons status shows are the
+// ones the sidecar records (explain cannot import those packages: the
+// client links no netlink).
+func TestOperatorReasonsAreTheSidecars(t *testing.T) {
+	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig}
+	if diff := cmp.Diff(want, operatorReasons); diff != "" {
+		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}
 }

@@ -155,8 +155,8 @@ func (k *REST) SelfPod(ctx context.Context) (namespace, name string, err error) 
 		return "", "", fmt.Errorf("SelfSubjectReview: %w", err)
 	}
 	u := review.Status.UserInfo
-	rest, ok := strings.CutPrefix(u.Username, serviceAccountPrefix)
-	namespace, _, _ = strings.Cut(rest, ":")
+	sa, ok := strings.CutPrefix(u.Username, serviceAccountPrefix)
+	namespace, _, _ = strings.Cut(sa, ":")
 	if pods := u.Extra[extraPodName]; ok && len(pods) == 1 {
 		return namespace, pods[0], nil
 	}

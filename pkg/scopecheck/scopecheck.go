@@ -69,13 +69,28 @@ func probes(w Writer, self Self) []probe {
 	}
 }
 
+// refusedBy reports a Forbidden from the ValidatingAdmissionPolicy named
+// policy (also with a prefix or suffix), or from RBAC. The API server runs
+// the policies before any admission webhook, so netready's refusal is the
+// one it returns when the policy is in force.
+func refusedBy(err error, policy string) bool {
+	if !apierrors.IsForbidden(err) {
+		return false
+	}
+	msg := err.Error()
+	return strings.Contains(msg, "ValidatingAdmissionPolicy") && strings.Contains(msg, policy) ||
+		strings.Contains(msg, "cannot ") // RBAC: User "…" cannot patch resource "…"
+}
+
 // ErrUnscoped is wrapped by Check's error when a probe was let through.
 var ErrUnscoped = errors.New("the admission policies that scope netready-sidecar are not in force")
 
 // Check sends every probe once. It returns nil when the API server
-// refused each (Forbidden, by a policy or by RBAC: either way the sidecar
-// cannot make that write), an error wrapping ErrUnscoped that names each
-// probe it let through, or the first other error (the answer is unknown).
+// refused each, by netready's policy (its name survives a namePrefix) or
+// by RBAC (then the sidecar cannot make that kind of write at all); an
+// error wrapping ErrUnscoped that names each probe it let through; or the
+// first other error, a refusal by something else included: that proves
+// nothing about netready's policy, and the answer is unknown.
 func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) error {
 	var through []string
 	for _, p := range probes(w, self) {
@@ -85,7 +100,9 @@ func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) erro
 		switch {
 		case err == nil:
 			through = append(through, fmt.Sprintf("%s (policy %s)", p.what, p.policy))
+		case refusedBy(err, p.policy):
 		case apierrors.IsForbidden(err):
+			return fmt.Errorf("dry-run %s was refused, but not by the policy %s or RBAC, so whether %s is in force is unknown: %w", p.what, p.policy, p.policy, err)
 		default:
 			return fmt.Errorf("dry-run %s: %w", p.what, err)
 		}

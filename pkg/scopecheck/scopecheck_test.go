@@ -3,6 +3,7 @@ package scopecheck
 import (
 	"context"
 	"errors"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -29,10 +30,17 @@ func (a answers) CreateEvent(context.Context, *eventsv1.Event) error { return a[
 // TestCheck: only Forbidden counts as refused; an allowed probe names
 // its policy; any other error is "unknown", never "in force".
 func TestCheck(t *testing.T) {
-	forbidden := func(r string) error {
-		return apierrors.NewForbidden(schema.GroupResource{Resource: r}, "x", errors.New("denied"))
+	// Refusals as kube-apiserver words them.
+	byPolicy := func(r, policy string) error {
+		return apierrors.NewForbidden(schema.GroupResource{Resource: r}, "x",
+			fmt.Errorf("ValidatingAdmissionPolicy 'acme-%s-x' with binding 'acme-%s-x' denied request: no", policy, policy))
 	}
-	all := answers{"pods/status": forbidden("pods"), "nodes": forbidden("nodes"), "events": forbidden("events")}
+	all := answers{"pods/status": byPolicy("pods", "netready-sidecar-scope"), "nodes": byPolicy("nodes", "netready-sidecar-node-scope"),
+		"events": byPolicy("events", "netready-sidecar-events")}
+	byRBAC := apierrors.NewForbidden(schema.GroupResource{Resource: "nodes"}, "n",
+		errors.New(`User "system:serviceaccount:kube-system:netready-sidecar" cannot patch resource "nodes" in API group "" at the cluster scope`))
+	byWebhook := apierrors.NewForbidden(schema.GroupResource{Resource: "pods"}, "me",
+		errors.New(`admission webhook "validate.kyverno.svc" denied the request: labels are immutable`))
 	for _, tc := range []struct {
 		name    string
 		answers answers
@@ -44,6 +52,9 @@ func TestCheck(t *testing.T) {
 		{"nothing refused", answers{}, "policy netready-sidecar-scope), a label on its own Node (policy netready-sidecar-node-scope), an Event", true},
 		{"the events policy missing", answers{"pods/status": all["pods/status"], "nodes": all["nodes"]}, "(policy netready-sidecar-events)", true},
 		{"the API server unreachable", answers{"pods/status": errors.New("connection refused")}, "dry-run a label on its own pod through pods/status: connection refused", false},
+		{"refused by RBAC", answers{"pods/status": all["pods/status"], "nodes": byRBAC, "events": all["events"]}, "", false},
+		{"refused by another webhook", answers{"pods/status": byWebhook}, "not by the policy netready-sidecar-scope or RBAC", false},
+		{"refused by another netready policy", answers{"pods/status": all["nodes"]}, "not by the policy netready-sidecar-scope", false},
 		{"own pod not found", answers{"pods/status": apierrors.NewNotFound(schema.GroupResource{Resource: "pods"}, "me")}, "not found", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
