@@ -4,9 +4,12 @@
 package main
 
 import (
+	"bytes"
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -19,12 +22,25 @@ import (
 	"github.com/netready/netready/pkg/install"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+const usage = `Usage: netready-install [flags]
 
-func run(args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+Puts netready last in the CNI configuration the node's runtime uses and
+copies the plugin binary; with --watch keeps the entry there.
+
+Flags:
+`
+
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
+
+func run(args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var o install.Options
 	fs := flag.NewFlagSet("netready-install", flag.ContinueOnError)
+	// Parse's messages wait here: the usage asked for with -h goes to
+	// stdout, the one after a wrong flag to stderr.
+	var parseOut bytes.Buffer
+	fs.SetOutput(&parseOut)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), usage); fs.PrintDefaults() }
 	fs.StringVar(&o.ConfDir, "conf-dir", "/etc/cni/net.d", "the runtime's CNI configuration folder")
 	fs.StringVar(&o.BinDir, "bin-dir", "/opt/cni/bin", "the runtime's CNI plugin folder")
 	fs.StringVar(&o.Network, "network", "", "install into the config of this network (default: the file the runtime picks)")
@@ -39,15 +55,20 @@ func run(args []string) int {
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	validate := fs.String("validate", "", `check the entry (or the conflist's netready entry) in this file ("-": stdin) with the plugin's rules, print every problem and exit 1 if any; nothing is written`)
 	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			stdout.Write(parseOut.Bytes())
+			return 0
+		}
+		stderr.Write(parseOut.Bytes())
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("netready-install " + buildversion.BuildVersion)
+		fmt.Fprintln(stdout, "netready-install "+buildversion.BuildVersion)
 		return 0
 	}
 	if *validate != "" {
 		// Offline: no folder needs to exist or be writable.
-		return install.ValidateFile(*validate, os.Stdin, os.Stdout)
+		return install.ValidateFile(*validate, os.Stdin, stdout)
 	}
 	o.Defaults()
 	if err := o.Validate(); err != nil {
@@ -57,7 +78,7 @@ func run(args []string) int {
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM, syscall.SIGINT)
 	defer stop()
 	if err := install.Run(ctx, o, log); err != nil {
-		fmt.Fprintf(os.Stderr, "netready-install: %s\n", err)
+		fmt.Fprintf(stderr, "netready-install: %s\n", err)
 		return 1
 	}
 	return 0

@@ -65,23 +65,111 @@ func Replace(path string, data []byte, perm fs.FileMode, same func(old []byte) b
 	if err != nil {
 		return err
 	}
-	defer os.Remove(tmp)
 	err = exchange(tmp, path)
 	switch {
 	case errors.Is(err, errNoExchange):
+		defer os.Remove(tmp)
 		return replaceByRename(tmp, path, same)
 	case err != nil:
+		os.Remove(tmp)
 		return fmt.Errorf("replace %s: %w", path, err)
 	}
 	// tmp now holds what path held.
-	if old, err := os.ReadFile(tmp); err == nil && same(old) {
+	old, err := os.ReadFile(tmp)
+	if err == nil && same(old) {
+		// Only what was expected goes; a writer that replaced path since
+		// the swap replaced data, and keeps its file.
+		os.Remove(tmp)
 		return SyncDir(filepath.Dir(path))
 	}
-	// Put it back; if path went meanwhile (removed), it stays gone.
-	if err := exchange(tmp, path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+	if err != nil {
+		// Unread (nil): putBack never takes it for stale.
+		old = nil
+	}
+	if err := putBack(tmp, path, data, old); err != nil {
 		return fmt.Errorf("replace %s: putting back what it held: %w", path, err)
 	}
 	return fmt.Errorf("replace %s: %w", path, ErrChanged)
+}
+
+// putBackRounds bounds putBack against a writer that keeps renaming new
+// content into place.
+const putBackRounds = 8
+
+// putBack undoes Replace's swap: tmp holds what path held (old), path holds
+// placed (Replace's data). Another writer may rename newer content into
+// path at any moment; each swap hands tmp what path held just before, so
+// tmp is removed only when that is what this function placed there itself
+// (placed, then the content it put back, both older than what path holds
+// then). Content that another writer put there meanwhile, the newest, is
+// swapped back into path, never deleted. A path removed meanwhile stays
+// removed.
+func putBack(tmp, path string, placed, old []byte) error {
+	for range putBackRounds {
+		if err := exchange(tmp, path); errors.Is(err, fs.ErrNotExist) {
+			// Removed after every write to it: the removal is the newest.
+			os.Remove(tmp)
+			return nil
+		} else if err != nil {
+			return fmt.Errorf("%w (%s keeps what it held)", err, tmp)
+		}
+		got, err := os.ReadFile(tmp)
+		if err != nil {
+			return fmt.Errorf("read %s: %w", tmp, err)
+		}
+		if bytes.Equal(got, placed) {
+			os.Remove(tmp)
+			return SyncDir(filepath.Dir(path))
+		}
+		// Another writer's content, newer than what path holds now (old):
+		// it goes back, and old is what path should then hold.
+		placed, old = old, got
+		if placed == nil {
+			// What was put back was never read: both stay.
+			return fmt.Errorf("%s changed while being put back; %s keeps the other version", path, tmp)
+		}
+	}
+	return fmt.Errorf("%s keeps changing; %s keeps a version of it", path, tmp)
+}
+
+// RemoveIf removes path only if same accepts what it holds, in one step
+// as Replace: the file is renamed away first, so a writer that renames
+// new content into path meanwhile keeps it. Refused content goes back
+// unless a newer file took its place, and RemoveIf returns ErrChanged. It
+// returns an error wrapping fs.ErrNotExist if path does not exist.
+func RemoveIf(path string, same func(old []byte) bool) error {
+	dir, base := filepath.Split(path)
+	if dir == "" {
+		dir = "."
+	}
+	// A unique name to rename to, in the same folder.
+	f, err := os.CreateTemp(dir, TempPrefix+base+".")
+	if err != nil {
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	f.Close()
+	tmp := f.Name()
+	if err := os.Rename(path, tmp); err != nil {
+		os.Remove(tmp)
+		return fmt.Errorf("remove %s: %w", path, err)
+	}
+	if old, err := os.ReadFile(tmp); err == nil && same(old) {
+		os.Remove(tmp)
+		return SyncDir(dir)
+	}
+	// Back, without replacing a file written since (link never does).
+	switch err := os.Link(tmp, path); {
+	case err == nil:
+	case errors.Is(err, fs.ErrExist):
+		// Renamed into path after tmp was taken, so newer: it stays.
+	default:
+		return fmt.Errorf("remove %s: putting it back: %w (%s keeps it)", path, err, tmp)
+	}
+	os.Remove(tmp)
+	if err := SyncDir(dir); err != nil {
+		return err
+	}
+	return fmt.Errorf("remove %s: %w", path, ErrChanged)
 }
 
 // replaceByRename is Replace without an atomic swap.

@@ -2,6 +2,7 @@ package install
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -57,9 +58,51 @@ func (in *installer) raiseVersion(f *conflist.File, data []byte) ([]byte, bool, 
 	if err != nil {
 		return nil, false, fmt.Errorf("%s: %w", f.Path, err)
 	}
-	in.log.Info("--cni-version auto: every plugin of the chain supports "+minVerbsVersion+"; raising cniVersion so that runtimes call STATUS and GC",
-		"file", f.Path, "from", f.CNIVersion(), "plugins", strings.Join(types, ","))
+	// STATUS is every chained plugin's verdict on the node's network, not
+	// netready's alone: the log names whom it now asks.
+	chain := chainTypes(f)
+	in.log.Info(fmt.Sprintf("--cni-version auto: every plugin of the chain supports %s; raising cniVersion so that runtimes call STATUS and GC. The runtime now calls STATUS on each of %s, and reports the node's network not ready while any one of them fails it",
+		minVerbsVersion, strings.Join(chain, ", ")),
+		"file", f.Path, "from", f.CNIVersion(), "status", strings.Join(chain, ","), "versionChecked", strings.Join(types, ","))
 	return raised, true, nil
+}
+
+// chainTypes lists the types of f's chain once it holds netready: the
+// plugins a runtime calls STATUS on (each calls its own IPAM plugin).
+func chainTypes(f *conflist.File) []string {
+	var out []string
+	for _, p := range f.Plugins {
+		var typed struct {
+			Type string `json:"type"`
+		}
+		_ = json.Unmarshal(p, &typed) // Load parsed it already
+		if typed.Type != "" && typed.Type != conflist.PluginType {
+			out = append(out, typed.Type)
+		}
+	}
+	return append(out, conflist.PluginType)
+}
+
+// versionResetWarnAfter: past this many resets of one file's cniVersion,
+// the installer warns that another agent resets it.
+const versionResetWarnAfter = 3
+
+// noteVersionReset records that f, which this process wrote, kept the
+// entry but lost the cniVersion --cni-version auto raised: another agent
+// rewrote its file from its own template. It is raised again, and never
+// counted as a revert.
+func (in *installer) noteVersionReset(f *conflist.File) {
+	if _, before := in.written[f.Path]; !before {
+		return
+	}
+	in.versionResets[f.Path]++
+	n := in.versionResets[f.Path]
+	if n != versionResetWarnAfter {
+		in.log.Info("cniVersion was reset, the entry kept; raising it again", "file", f.Path, "to", f.CNIVersion(), "resets", n)
+		return
+	}
+	in.log.Warn(fmt.Sprintf("another agent keeps resetting cniVersion in %s to %q (%d times), keeping netready's entry: netready-install raises it to %s again each time. Configure that agent to write cniVersion %s, or leave --cni-version auto out to keep its version",
+		f.Path, f.CNIVersion(), n, minVerbsVersion, minVerbsVersion))
 }
 
 // supports asks plugin pluginType in binDir for its versions, and says why

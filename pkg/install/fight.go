@@ -1,9 +1,14 @@
 package install
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
+	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/notes"
 )
 
@@ -63,6 +68,25 @@ func (in *installer) noteRevert(path string) bool {
 	return false
 }
 
+// holdsEntry reports whether f's chain ends with entry, its only netready
+// entry, however the file is indented.
+func holdsEntry(f *conflist.File, entry json.RawMessage) bool {
+	if len(f.Plugins) == 0 || !bytes.Equal(compact(f.Plugins[len(f.Plugins)-1]), compact(entry)) {
+		return false
+	}
+	g := *f
+	g.Plugins = f.Plugins[:len(f.Plugins)-1]
+	return !g.HasEntry()
+}
+
+func compact(raw []byte) []byte {
+	var b bytes.Buffer
+	if json.Compact(&b, raw) != nil {
+		return raw
+	}
+	return b.Bytes()
+}
+
 // backOff stops putting the entry back for the next pause.
 func (in *installer) backOff(path string, reverts int, now time.Time) {
 	f := &in.fight
@@ -95,17 +119,37 @@ func (in *installer) backingOff() bool {
 	return true
 }
 
-// settled clears the sidecar's note once the entry is in place and no
-// write was needed to keep it there.
-func (in *installer) settled() {
+// settled runs once the entry is in place; wrote says this call put it
+// there. The sidecar's note of a backoff says the entry stays out, so it
+// goes as soon as no pause holds it out: this process's own note once the
+// entry is seen to stay after the pause (the agent's next removal backs
+// off again), a note left by an earlier process at once. That process may
+// have been restarted after its agent was told to keep chained plugins,
+// or replaced by one in --mode plugin-dir; either way no one pauses now.
+func (in *installer) settled(wrote bool) {
 	f := &in.fight
-	if f.note.network == "" || in.now().Before(f.until) {
+	if in.now().Before(f.until) {
 		return
 	}
-	if err := notes.ClearInstallBackoff(f.note.stateDir, f.note.network); err != nil {
+	stateDir, network := in.lastStateDir, in.lastNetwork
+	own := f.note.network != ""
+	if own {
+		if wrote {
+			return
+		}
+		stateDir, network = f.note.stateDir, f.note.network
+	} else if _, err := os.Stat(filepath.Join(stateDir, network, notes.InstallBackoffFile)); stateDir == "" || err != nil {
+		return
+	}
+	if err := notes.ClearInstallBackoff(stateDir, network); err != nil {
 		in.log.Warn("cannot clear the note of the backoff", "err", err)
 		return
 	}
-	in.log.Info("the entry stays in place again; the backoff is over", "file", f.file)
-	f.note.network = ""
+	if own {
+		in.log.Info("the entry stays in place again; the backoff is over", "file", f.file)
+		f.note.network = ""
+		return
+	}
+	in.log.Info("cleared the note of an earlier installer's backoff: this one keeps the entry in place", "network", network,
+		"note", filepath.Join(stateDir, network, notes.InstallBackoffFile))
 }

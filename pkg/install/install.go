@@ -18,6 +18,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // installer keeps netready in one node's CNI configuration.
@@ -31,14 +32,19 @@ type installer struct {
 	// backoff from it.
 	fight fight
 	// binaryOK: the binary is in place; each resync checks it again,
-	// rather than every config event reading 10 MB twice.
+	// rather than every config event reading the binary and its copy.
 	binaryOK bool
 	// warned holds the files (and versions) already warned about.
 	warned map[string]bool
 	// beforeWrite, when set, runs between reading a config and writing
-	// what was made from it: tests put a vendor's rewrite there.
-	beforeWrite func(path string)
-	now         func() time.Time
+	// what was made from it; beforeRemove, between writing the conflist
+	// made from a .conf and removing the .conf: tests put a vendor's
+	// rewrite there.
+	beforeWrite, beforeRemove func(path string)
+	// versionResets counts, per file, the rewrites that kept the entry
+	// but reset the cniVersion that --cni-version auto raised.
+	versionResets map[string]int
+	now           func() time.Time
 	// The entry's stateDir and network as last read, where the sidecar
 	// finds the installer's notes.
 	lastStateDir, lastNetwork string
@@ -50,7 +56,7 @@ type installer struct {
 const changedRetries = 5
 
 func newInstaller(o Options, log *slog.Logger) *installer {
-	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}, now: time.Now}
+	return &installer{opts: o, log: log, written: map[string][]byte{}, warned: map[string]bool{}, versionResets: map[string]int{}, now: time.Now}
 }
 
 // refusal is a problem that waiting cannot fix; the installer exits 1.
@@ -145,7 +151,12 @@ func (in *installer) ensureOnce() error {
 	}
 	if in.opts.Mode == ModePluginDir {
 		in.warnOldVersion(f)
-		return in.ensurePluginDir(f, entry)
+		changed, err := in.ensurePluginDir(f, entry)
+		if err != nil {
+			return err
+		}
+		in.settled(changed)
+		return nil
 	}
 	data, err := f.WithEntry(entry)
 	if err != nil {
@@ -158,13 +169,19 @@ func (in *installer) ensureOnce() error {
 	if !raised {
 		in.warnOldVersion(f)
 	}
+	// A rewrite that kept the entry (a vendor resetting cniVersion) took
+	// nothing out: it is no revert, and never leads to a backoff.
+	kept := holdsEntry(f, entry)
+	if kept && raised {
+		in.noteVersionReset(f)
+	}
 	target := f.ListPath()
 	if in.beforeWrite != nil {
 		in.beforeWrite(f.Path)
 	}
 	var changed bool
 	if target == f.Path {
-		changed, err = in.replace(f, data)
+		changed, err = in.replace(f, data, !kept)
 	} else {
 		changed, err = in.write(target, data, f.Mode)
 	}
@@ -172,28 +189,36 @@ func (in *installer) ensureOnce() error {
 		return err
 	}
 	if target != f.Path {
-		// A .conf became a .conflist: the new file is in place before the
-		// old one goes, so the runtime never sees neither. A .conf that
-		// changed meanwhile stays, and the .conflist made from its old
-		// content goes.
-		if now, err := os.ReadFile(f.Path); err == nil && !bytes.Equal(now, f.Raw) {
-			os.Remove(target)
-			delete(in.written, target)
-			return fmt.Errorf("convert %s: %w", f.Path, atomicfile.ErrChanged)
-		}
-		if err := os.Remove(f.Path); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("remove %s after converting it: %w", f.Path, err)
-		}
-		if err := atomicfile.SyncDir(in.opts.ConfDir); err != nil {
+		if err := in.removeConverted(f, target); err != nil {
 			return err
 		}
-		in.log.Info("converted a single-plugin config to a conflist", "from", f.Path, "to", target)
 	}
 	if changed {
 		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
-	} else {
-		in.settled()
 	}
+	in.settled(changed)
+	return nil
+}
+
+// removeConverted removes the .conf that f was read from once its
+// conflist is at target: the new file is in place before the old one
+// goes, so the runtime never sees neither. A .conf that changed meanwhile
+// stays (atomicfile.RemoveIf), and the conflist made from its old content
+// goes.
+func (in *installer) removeConverted(f *conflist.File, target string) error {
+	if in.beforeRemove != nil {
+		in.beforeRemove(f.Path)
+	}
+	err := atomicfile.RemoveIf(f.Path, func(old []byte) bool { return bytes.Equal(old, f.Raw) })
+	switch {
+	case errors.Is(err, atomicfile.ErrChanged):
+		os.Remove(target)
+		delete(in.written, target)
+		return fmt.Errorf("convert %s: %w", f.Path, err)
+	case err != nil && !errors.Is(err, fs.ErrNotExist):
+		return fmt.Errorf("remove %s after converting it: %w", f.Path, err)
+	}
+	in.log.Info("converted a single-plugin config to a conflist", "from", f.Path, "to", target)
 	return nil
 }
 
@@ -219,12 +244,15 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 		return nil, nil, refuse("%s: %s", f.Path, config.InvalidMessage(err))
 	}
 	in.lastStateDir, in.lastNetwork = conf.StateDir, conf.Name
-	// "auto" counts the chain's host-local pool: a chain without one
-	// would leave the pool unwatched while the entry says it is.
+	// "auto" counts the pool of the chain's first plugin: a chain whose
+	// pool netready cannot count would leave it unwatched while the entry
+	// says it is.
 	if conf.Status != nil && conf.Status.IPAMAuto() {
-		if _, err := f.HostLocalIPAM(); err != nil {
+		ipam, err := pool.AutoIPAM(f)
+		if err != nil {
 			return nil, nil, refusal{err}
 		}
+		in.log.Info(`status.ipam "auto": counting the pool of the chain's first plugin`, "file", f.Path, "source", pool.TypeOf(ipam))
 	}
 	if in.opts.Mode == ModePluginDir {
 		if ok, why := f.LoadsPluginDir(); !ok {
@@ -274,14 +302,16 @@ func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, er
 }
 
 // replace writes data over the config f was read from, only if the file
-// still holds what was read (atomicfile.Replace), and notes reverts as
-// write does. It returns an error wrapping atomicfile.ErrChanged when the
-// file changed meanwhile, and false when data is what it holds already.
-func (in *installer) replace(f *conflist.File, data []byte) (bool, error) {
+// still holds what was read (atomicfile.Replace). With revert, a rewrite
+// of a file this process wrote counts as a revert, as in write, and may
+// make it back off; uninstall and a rewrite that kept the entry never do.
+// It returns an error wrapping atomicfile.ErrChanged when the file changed
+// meanwhile, and false when data is what it holds already or it backs off.
+func (in *installer) replace(f *conflist.File, data []byte, revert bool) (bool, error) {
 	if bytes.Equal(data, f.Raw) {
 		return false, nil
 	}
-	if _, before := in.written[f.Path]; before && in.noteRevert(f.Path) {
+	if _, before := in.written[f.Path]; before && revert && in.noteRevert(f.Path) {
 		// Backing off: the vendor's file stays as the vendor wrote it.
 		return false, nil
 	}

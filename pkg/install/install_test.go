@@ -321,7 +321,8 @@ func TestUninstallWatchKeepsTheEntryOut(t *testing.T) {
 // the installer's read and its write (a new MTU, IPAM or token) keeps its
 // change: the installer writes only over the content it read, and reads
 // the file again when it changed. So does uninstall, and the conversion
-// of a single-plugin .conf.
+// of a single-plugin .conf, whether the .conf is rewritten before its
+// conflist is written or after, before the .conf goes.
 func TestVendorRewriteIsNeverLost(t *testing.T) {
 	vendor := func(mtu int) string {
 		return fmt.Sprintf(`{"cniVersion":"1.0.0","name":"podnet","plugins":[{"type":"bridge","mtu":%d,"ipam":{"type":"host-local","subnet":"10.200.0.0/24"}}]}`, mtu)
@@ -334,10 +335,12 @@ func TestVendorRewriteIsNeverLost(t *testing.T) {
 		uninstall                   bool
 		wantFile, wantMTU           string
 		wantEntry                   bool
+		atRemove                    bool // the rewrite comes before the .conf goes
 	}{
-		{"install", "10-vendor.conflist", vendor(1500), vendor(9000), false, "10-vendor.conflist", `"mtu":9000`, true},
-		{"uninstall", "10-vendor.conflist", strings.Replace(vendor(1500), `}}]}`, `}},{"type":"netready"}]}`, 1), strings.Replace(vendor(1400), `}}]}`, `}},{"type":"netready"}]}`, 1), true, "10-vendor.conflist", `"mtu":1400`, false},
-		{"convert a .conf", "10-ovn.conf", single(1500), single(1400), false, "10-ovn.conflist", `"mtu":1400`, true},
+		{"install", "10-vendor.conflist", vendor(1500), vendor(9000), false, "10-vendor.conflist", `"mtu":9000`, true, false},
+		{"uninstall", "10-vendor.conflist", strings.Replace(vendor(1500), `}}]}`, `}},{"type":"netready"}]}`, 1), strings.Replace(vendor(1400), `}}]}`, `}},{"type":"netready"}]}`, 1), true, "10-vendor.conflist", `"mtu":1400`, false, false},
+		{"convert a .conf", "10-ovn.conf", single(1500), single(1400), false, "10-ovn.conflist", `"mtu":1400`, true, false},
+		{"a .conf rewritten once converted", "10-ovn.conf", single(1500), single(1400), false, "10-ovn.conflist", `"mtu":1400`, true, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
@@ -347,13 +350,18 @@ func TestVendorRewriteIsNeverLost(t *testing.T) {
 			}
 			in := testInstaller(t, Options{ConfDir: dir, BinDir: t.TempDir(), Uninstall: tc.uninstall})
 			rewrites := 0
-			in.beforeWrite = func(string) {
+			hook := func(string) {
 				if rewrites == 0 {
 					if err := os.WriteFile(path, []byte(tc.rewrite), 0o644); err != nil {
 						t.Fatal(err)
 					}
 				}
 				rewrites++
+			}
+			if tc.atRemove {
+				in.beforeRemove = hook
+			} else {
+				in.beforeWrite = hook
 			}
 			var err error
 			if tc.uninstall {
@@ -420,7 +428,7 @@ func TestFightBackoff(t *testing.T) {
 	if diff := cmp.Diff(want, pauses); diff != "" {
 		t.Errorf("pauses (-want +got):\n%s", diff)
 	}
-	in.settled()
+	in.settled(false)
 	if _, err := os.Stat(note); !os.IsNotExist(err) {
 		t.Errorf("the note stays once the entry stays: %v", err)
 	}

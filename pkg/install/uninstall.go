@@ -51,10 +51,15 @@ func (in *installer) uninstallOnce() error {
 		if in.beforeWrite != nil {
 			in.beforeWrite(path)
 		}
-		if _, err := in.replace(f, data); err != nil {
+		// Never a backoff: the entry stays out however often it comes
+		// back.
+		changed, err := in.replace(f, data, false)
+		if err != nil {
 			return err
 		}
-		in.log.Info("removed netready from the chain", "file", path)
+		if changed {
+			in.log.Info("removed netready from the chain", "file", path)
+		}
 	}
 	return nil
 }

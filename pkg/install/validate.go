@@ -10,6 +10,7 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // ValidateFile checks an entry (a file or a folder of fragments, as
@@ -66,10 +67,10 @@ func entryProblems(path string, stdin io.Reader) []error {
 	}
 	problems := config.Problems(merged)
 	if _, isList := top["plugins"]; isList && len(problems) == 0 {
-		// A whole conflist: "auto" must find a host-local pool in it.
+		// A whole conflist: "auto" must find a pool netready counts in it.
 		file.Path = path
 		if conf, err := config.Parse(merged); err == nil && conf.Status != nil && conf.Status.IPAMAuto() {
-			if _, err := file.HostLocalIPAM(); err != nil {
+			if _, err := pool.AutoIPAM(file); err != nil {
 				problems = append(problems, err)
 			}
 		}
