@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/netready/netready/pkg/atomicfile"
@@ -276,13 +277,15 @@ func (s Store) Remove(k Key) error {
 	return errors.Join(errs...)
 }
 
-// staleTmpAge is how old a temp file must be before GC removes it: older
-// than any ADD can run.
-const staleTmpAge = 10 * time.Minute
+// staleTmpAge is how long a temp file must have been unchanged before GC
+// removes it. A write takes milliseconds, so one this old was killed; a
+// younger one may be a write in progress (an ADD's marker, the sidecar's
+// re-check, STATUS's own records), whose rename would fail if it went.
+const staleTmpAge = time.Minute
 
 // GC removes the markers of network whose attachment is not in keep, and
-// temp files that a killed ADD left: at once for an attachment not in
-// keep, after staleTmpAge for one in keep (its ADD may be writing). It
+// the temp files in the network's folder unchanged for staleTmpAge before
+// now, whatever they were for: writers killed while writing left them. It
 // never looks outside the network's own folder. It returns the names it
 // removed.
 func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
@@ -310,12 +313,9 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		}
 		switch {
 		case strings.HasPrefix(name, atomicfile.TempPrefix):
-			// A temp file of a live attachment may be an ADD writing now.
-			if target, _ := atomicfile.TempTarget(name); valid[target] {
-				info, err := e.Info()
-				if err != nil || now.Sub(info.ModTime()) < staleTmpAge {
-					continue
-				}
+			info, err := e.Info()
+			if err != nil || now.Sub(changedAt(info)) < staleTmpAge {
+				continue
 			}
 		case strings.HasSuffix(name, ".json"):
 			if valid[name] {
@@ -331,4 +331,15 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
+}
+
+// changedAt is when a file's inode last changed. The change time, unlike
+// the modification time, moves when Replace swaps a temp file with the
+// marker: the temp file then holds the old marker's content and times,
+// yet is part of a write in progress.
+func changedAt(info fs.FileInfo) time.Time {
+	if st, ok := info.Sys().(*syscall.Stat_t); ok {
+		return time.Unix(st.Ctim.Unix())
+	}
+	return info.ModTime()
 }

@@ -157,46 +157,84 @@ func TestGC(t *testing.T) {
 	write("podnet", "gone", "eth0")
 	write("othernet", "gone", "eth0")
 	dir := filepath.Join(s.Dir, "podnet")
-	now := time.Now()
-	stale := filepath.Join(dir, atomicfile.TempPrefix+"keep_eth0.json.123")
-	fresh := filepath.Join(dir, atomicfile.TempPrefix+"keep_eth0.json.456")
-	orphan := filepath.Join(dir, atomicfile.TempPrefix+"gone_eth0.json.789")
-	for _, p := range []string{stale, fresh, orphan} {
-		os.WriteFile(p, []byte("{"), 0o644)
+	// Temp files: of a kept marker, of a marker not kept, and of STATUS's
+	// records (pool count, failing agents). Fresh, each may be a write in
+	// progress; a minute on, each was left by a killed writer.
+	temps := []string{
+		atomicfile.TempPrefix + "keep_eth0.json.123",
+		atomicfile.TempPrefix + "gone_eth0.json.789",
+		atomicfile.TempPrefix + ".pool.321",
+		atomicfile.TempPrefix + ".agents-failing.654",
 	}
-	os.Chtimes(stale, now.Add(-time.Hour), now.Add(-time.Hour))
+	for _, name := range temps {
+		os.WriteFile(filepath.Join(dir, name), []byte("{"), 0o644)
+	}
 	os.WriteFile(filepath.Join(dir, "README"), []byte("not ours"), 0o644)
-	// STATUS's pool count stays; the temp file of a STATUS killed while
-	// writing it goes.
 	os.WriteFile(filepath.Join(dir, ".pool"), []byte("{}"), 0o644)
-	os.WriteFile(filepath.Join(dir, atomicfile.TempPrefix+".pool.321"), []byte("{"), 0o644)
-
-	removed, err := s.GC("podnet", []Key{{"podnet", "keep", "eth0"}}, now)
-	if err != nil {
-		t.Fatalf("GC: %v", err)
+	os.WriteFile(filepath.Join(dir, ".agents-failing"), []byte("{}"), 0o644)
+	keep := []Key{{"podnet", "keep", "eth0"}}
+	listLeft := func() []string {
+		var left []string
+		for _, d := range []string{"podnet", "othernet"} {
+			es, _ := os.ReadDir(filepath.Join(s.Dir, d))
+			for _, e := range es {
+				left = append(left, d+"/"+e.Name())
+			}
+		}
+		slices.Sort(left)
+		return left
 	}
-	slices.Sort(removed)
-	want := []string{atomicfile.TempPrefix + ".pool.321", atomicfile.TempPrefix + "gone_eth0.json.789", atomicfile.TempPrefix + "keep_eth0.json.123", "gone_eth0.json", "keep_net1.json"}
-	if diff := cmp.Diff(want, removed); diff != "" {
-		t.Errorf("removed (-want +got):\n%s", diff)
+	steps := []struct {
+		name        string
+		now         time.Time
+		wantRemoved []string
+		wantLeft    []string
+	}{
+		{"fresh temp files stay", time.Now(),
+			[]string{"gone_eth0.json", "keep_net1.json"},
+			[]string{"othernet/gone_eth0.json", "podnet/.agents-failing", "podnet/.pool",
+				"podnet/" + temps[3], "podnet/" + temps[2], "podnet/" + temps[1], "podnet/" + temps[0],
+				"podnet/README", "podnet/keep_eth0.json"}},
+		{"temp files unchanged for a minute go", time.Now().Add(staleTmpAge + time.Second),
+			[]string{temps[3], temps[2], temps[1], temps[0]},
+			[]string{"othernet/gone_eth0.json", "podnet/.agents-failing", "podnet/.pool", "podnet/README", "podnet/keep_eth0.json"}},
 	}
-	var left []string
-	for _, d := range []string{"podnet", "othernet"} {
-		es, _ := os.ReadDir(filepath.Join(s.Dir, d))
-		for _, e := range es {
-			left = append(left, d+"/"+e.Name())
+	for _, st := range steps {
+		removed, err := s.GC("podnet", keep, st.now)
+		if err != nil {
+			t.Fatalf("%s: GC: %v", st.name, err)
+		}
+		slices.Sort(removed)
+		if diff := cmp.Diff(st.wantRemoved, removed); diff != "" {
+			t.Errorf("%s: removed (-want +got):\n%s", st.name, diff)
+		}
+		if diff := cmp.Diff(st.wantLeft, listLeft()); diff != "" {
+			t.Errorf("%s: left (-want +got):\n%s", st.name, diff)
 		}
 	}
-	slices.Sort(left)
-	wantLeft := []string{"othernet/gone_eth0.json", "podnet/.pool", "podnet/" + atomicfile.TempPrefix + "keep_eth0.json.456", "podnet/README", "podnet/keep_eth0.json"}
-	if diff := cmp.Diff(wantLeft, left); diff != "" {
-		t.Errorf("left (-want +got):\n%s", diff)
-	}
-	if _, err := s.GC("../x", nil, now); err == nil {
+	if _, err := s.GC("../x", nil, time.Now()); err == nil {
 		t.Errorf("GC accepted a hostile network name")
 	}
-	if removed, err := s.GC("nothing-here", nil, now); err != nil || len(removed) != 0 {
+	if removed, err := s.GC("nothing-here", nil, time.Now()); err != nil || len(removed) != 0 {
 		t.Errorf("GC of a network without markers = %v, %v", removed, err)
+	}
+}
+
+// TestGCSparesASwappedTempFile: while Replace swaps its temp file with the
+// marker, the temp file holds the old marker's content and modification
+// time, which may be hours old; it is a write in progress all the same,
+// and GC leaves it.
+func TestGCSparesASwappedTempFile(t *testing.T) {
+	s := Store{Dir: t.TempDir()}
+	dir := filepath.Join(s.Dir, "podnet")
+	os.MkdirAll(dir, 0o755)
+	tmp := filepath.Join(dir, atomicfile.TempPrefix+"keep_eth0.json.123")
+	os.WriteFile(tmp, []byte("{"), 0o644)
+	old := time.Now().Add(-time.Hour)
+	os.Chtimes(tmp, old, old)
+	removed, err := s.GC("podnet", []Key{{"podnet", "keep", "eth0"}}, time.Now())
+	if err != nil || len(removed) != 0 {
+		t.Errorf("GC = %v, %v; want the temp file swapped a moment ago left alone", removed, err)
 	}
 }
 

@@ -68,7 +68,8 @@ func agentKey(a *config.AgentConf) string {
 // failAfter, each saying for how long, and records when the others began.
 // An agent that answers clears its record. Concurrent STATUS calls may
 // each write the record; either write holds a start no later than the
-// truth, so a failure is never reported early.
+// truth, so a failure is never reported early. The error is the record's
+// write: the failures are judged all the same.
 func judgeAgents(stateDir, network string, agents []config.AgentConf, errs map[string]error, failAfter time.Duration, now time.Time) ([]error, error) {
 	path := failingPath(stateDir, network)
 	before := readFailing(path)
