@@ -45,8 +45,7 @@ const (
 	// to refusedMax (5 s, 20 s, 80 s, 320 s, 10 min): a node of refused
 	// pods costs one request per pod per refusedMax, not ten a second.
 	// The first retry comes soon because a restarting API server answers
-	// 403 until its RBAC cache is filled (TestSidecar's restart subtest
-	// saw it for about five seconds).
+	// 403 until its RBAC cache is filled.
 	refusedMin    = 5 * time.Second
 	refusedGrowth = 4
 	refusedMax    = 10 * time.Minute
@@ -78,6 +77,10 @@ type Config struct {
 	// then.
 	UnobservedGrace time.Duration
 	Unobserved      string
+	// InstallBackoffHoldMax: how long, at most, a pod with no marker whose
+	// sandbox came up while the installer backs off is held not ready
+	// (judge); 0 holds none.
+	InstallBackoffHoldMax time.Duration
 }
 
 // rechecker goes on with a pending marker's checks; pending.Recheck in
@@ -86,8 +89,9 @@ type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s
 
 // Controller publishes one condition per gated pod of this node, computed
 // from all of the pod's markers. Its work queue holds pod keys
-// (namespace/name). Its lock guards only its maps; no wait or API call
-// happens under it.
+// (namespace/name). It wires the parts together; those that workers share
+// have locks of their own, which guard only their maps: no wait or API
+// call happens under any of them.
 type Controller struct {
 	opts     Config
 	client   kubeapi.Client
@@ -103,43 +107,24 @@ type Controller struct {
 	// retryEvery is how often unreadable markers are read again.
 	retryEvery time.Duration
 	ready      atomic.Bool
-	// rechecks and ledger have locks of their own.
+	// ADDs that began before started are not counted (a restart would
+	// count them twice).
+	started time.Time
+
+	index    *markerIndex
 	rechecks *rechecks
 	ledger   *ledger
-
-	// mu guards the marker index and the bookkeeping below.
-	mu       sync.Mutex
-	logged   map[string]string             // marker path or pod key -> last note logged
-	markers  map[string]markerRef          // marker path -> the pod it names
-	byUID    map[types.UID]map[string]bool // pod UID -> marker paths
-	observed map[string]string             // marker path -> state whose wait was observed
-	// addSeen holds, per marker path, the ADD (its start) already counted
-	// in netready_add_wait_seconds; ADDs that began before started are
-	// not counted (a restart would count them twice).
-	addSeen map[string]time.Time
-	started time.Time
-	// journals follow each network's outcome journal; the main loop alone
-	// uses them.
-	journals map[string]*outcome.Reader
+	logs     *noteLog
+	gated    *gatedPods
 	// nodeNotes: "<note file> <network>" -> its message (nodenotes.go).
-	nodeNotes map[string]standing
+	nodeNotes *standings
 	// presetNotes: network -> why its preset's agent writes nothing.
-	presetNotes map[string]standing
-	scanned     bool
-	// unreadable holds markers that exist but could not be read, with
-	// why. One that is also in markers keeps its pod not ready; one that
-	// is not (never read) may be any new pod's, so no pod is judged
-	// NotObserved while it stays.
-	unreadable map[string]error
-	// gated holds this node's pods with the readiness gate (gates are
-	// immutable), for netready_gated_pods.
-	gated map[types.UID]bool
-}
+	presetNotes *standings
 
-// markerRef is what the Controller remembers of a marker file.
-type markerRef struct {
-	podKey string
-	uid    types.UID
+	// The main loop alone uses these. journals follow each network's
+	// outcome journal.
+	journals map[string]*outcome.Reader
+	scanned  bool
 }
 
 // New returns the controller of cfg.NodeName's pods; Run runs it.
@@ -152,12 +137,11 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 		recheck: pending.Recheck,
 		read:    marker.ReadFile,
-		now:     time.Now, retryEvery: unreadableRetry,
-		logged: map[string]string{}, markers: map[string]markerRef{}, byUID: map[types.UID]map[string]bool{},
-		rechecks: newRechecks(m), ledger: newLedger(m),
-		observed: map[string]string{},
-		addSeen:  map[string]time.Time{}, started: time.Now(), journals: map[string]*outcome.Reader{}, nodeNotes: map[string]standing{}, presetNotes: map[string]standing{},
-		unreadable: map[string]error{}, gated: map[types.UID]bool{},
+		now:     time.Now, retryEvery: unreadableRetry, started: time.Now(),
+		index: newMarkerIndex(), rechecks: newRechecks(m), ledger: newLedger(m),
+		logs: &noteLog{last: map[string]string{}}, gated: &gatedPods{metrics: m, uids: map[types.UID]bool{}},
+		nodeNotes: newStandings(), presetNotes: newStandings(),
+		journals: map[string]*outcome.Reader{},
 	}
 }
 
@@ -233,7 +217,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-resync.C:
 			c.scan(w)
 		case <-retry.C:
-			for _, path := range c.unreadablePaths() {
+			for _, path := range c.index.unreadablePaths() {
 				c.onMarker(path)
 			}
 		}
@@ -258,11 +242,29 @@ func (c *Controller) work(ctx context.Context) bool {
 
 // note logs a situation once, not on every pass.
 func (c *Controller) note(key, msg string, args ...any) {
-	c.mu.Lock()
-	seen := c.logged[key] == msg
-	c.logged[key] = msg
-	c.mu.Unlock()
-	if !seen {
+	if c.logs.first(key, msg) {
 		c.log.Info(msg, append([]any{"key", key}, args...)...)
 	}
+}
+
+// noteLog is the last situation logged per marker path or pod key. Its
+// lock guards only its map.
+type noteLog struct {
+	mu   sync.Mutex
+	last map[string]string
+}
+
+// first reports whether msg is new for key, and records it.
+func (l *noteLog) first(key, msg string) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	seen := l.last[key] == msg
+	l.last[key] = msg
+	return !seen
+}
+
+func (l *noteLog) forget(key string) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	delete(l.last, key)
 }

@@ -27,9 +27,20 @@ type judgeOptions struct {
 	PendingTimeout  time.Duration
 	UnobservedGrace time.Duration
 	UnobservedReady bool
-	// Hold, when set, keeps unobserved pods not ready, saying why: the
-	// installer is backing off, so a pod may have skipped netready.
-	Hold string
+	// Backoffs are the installer's standing backoffs, earliest first. A
+	// pod whose sandbox came up after one began may have skipped
+	// netready: with no marker, it is held not ready for at most HoldMax
+	// after its sandbox came up, then judged as any unobserved pod.
+	Backoffs []backoff
+	HoldMax  time.Duration
+}
+
+// backoff is the installer's note that it stopped putting the entry back.
+type backoff struct {
+	Msg string
+	// Since is when the note was first written, as far as the sidecar
+	// saw it stand.
+	Since time.Time
 }
 
 // judgement is the condition a pod should show, if it is time to say.
@@ -39,8 +50,11 @@ type judgement struct {
 	// FromStrays: Cond comes from stray unreadable markers.
 	FromStrays bool
 	// After, when set, is when to judge the pod again (the end of its
-	// unobserved grace).
+	// unobserved grace, or of its hold).
 	After time.Duration
+	// Released is the backoff whose hold of the pod ran out, if Cond is
+	// what the pod shows after it: its Event names the backoff.
+	Released string
 }
 
 // judge is the condition a gated pod should show: pure, from the pod, what
@@ -55,7 +69,13 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	if pod.Spec.HostNetwork {
 		return judgement{Cond: publish.HostNetwork(o.CondType), Publish: true}
 	}
-	current, stale := staleMarkers(pod, v.Markers)
+	cur := publish.Current(pod, o.CondType)
+	current, stale := staleMarkers(pod, v.Markers, cur)
+	var staleNames []string
+	for _, m := range stale {
+		staleNames = append(staleNames, markerName(m))
+	}
+	slices.Sort(staleNames)
 	if len(v.Unreadable) > 0 {
 		var base *corev1.PodCondition
 		if len(current) > 0 {
@@ -67,7 +87,6 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	if len(current) > 0 {
 		return judgement{Cond: publish.ForMarkers(current, o.CondType, o.PendingTimeout, now), Publish: true}
 	}
-	cur := publish.Current(pod, o.CondType)
 	var after time.Duration
 	if since, up := sandboxUp(pod); up {
 		if after = since.Add(o.UnobservedGrace).Sub(now); after <= 0 {
@@ -77,21 +96,44 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 			if len(v.Strays) > 0 && (cur == nil || cur.Reason == publish.ReasonMarkerUnreadable) {
 				return judgement{Cond: publish.WithUnreadable(nil, v.Strays, o.CondType), Publish: true, FromStrays: true}
 			}
-			if o.Hold != "" {
-				return judgement{Cond: publish.NotObservedHeld(o.CondType, o.Hold), Publish: true}
+			j := judgement{Cond: publish.LeftBehind(publish.NotObserved(o.CondType, o.UnobservedReady, o.UnobservedGrace), staleNames), Publish: true}
+			if b, left := heldBy(o, cur, since, now); b != nil {
+				if left > 0 {
+					return judgement{Cond: publish.LeftBehind(publish.NotObservedHeld(o.CondType, b.Msg), staleNames), Publish: true, After: left}
+				}
+				j.Released = b.Msg
 			}
-			return judgement{Cond: publish.NotObserved(o.CondType, o.UnobservedReady, o.UnobservedGrace), Publish: true}
+			return j
 		}
 	}
 	if cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed && !finished(pod) {
-		var names []string
-		for _, m := range stale {
-			names = append(names, publish.ShortID(m.ContainerID)+"_"+m.IfName)
-		}
-		slices.Sort(names)
-		return judgement{Cond: publish.SandboxChanged(o.CondType, publish.ParseSandbox(cur.Message), names), Publish: true, After: after}
+		return judgement{Cond: publish.SandboxChanged(o.CondType, publish.ParseSandbox(cur.Message), staleNames), Publish: true, After: after}
 	}
 	return judgement{After: after}
+}
+
+// heldBy returns the installer's backoff that holds a pod with no marker
+// whose sandbox came up at since, and how long its hold has left (none
+// left: it is released). Only a sandbox that came up after the backoff
+// began may have skipped netready; the condition's time is in whole
+// seconds, so one of the same second counts as after. A pod that shows
+// True is never held: that would take a pod that may have served for
+// days out of its Services on a note about something else.
+func heldBy(o judgeOptions, cur *corev1.PodCondition, since, now time.Time) (*backoff, time.Duration) {
+	if o.HoldMax <= 0 || (cur != nil && cur.Status == corev1.ConditionTrue) {
+		return nil, 0
+	}
+	for i := range o.Backoffs {
+		if b := &o.Backoffs[i]; !since.Before(b.Since.Truncate(time.Second)) {
+			return b, since.Add(o.HoldMax).Sub(now)
+		}
+	}
+	return nil, 0
+}
+
+// markerName is a marker as conditions name it: <ShortID>_<ifName>.
+func markerName(m *marker.Marker) string {
+	return publish.ShortID(m.ContainerID) + "_" + m.IfName
 }
 
 // finished reports a pod that is going away or whose containers are done:
@@ -102,8 +144,11 @@ func finished(pod *corev1.Pod) bool {
 
 // staleMarkers splits a pod's markers into those of its current sandbox
 // and those of an older one, which DEL did not remove (a stateDir that
-// outlives a reboot, a runtime that lost the sandbox). A marker is of an
-// older sandbox when:
+// outlives a reboot, a runtime that lost the sandbox, netready out of the
+// chain at DEL). A marker is of an older sandbox when:
+//   - the pod's condition (cur) names it, or its sandbox, as gone
+//     (publish.ParseLeftBehind): a sandbox never comes back, and once a
+//     new one is up with the same IP nothing else tells them apart;
 //   - another sandbox's marker of the pod is newer;
 //   - PodReadyToStartContainers turned False after the marker's ADD began
 //     (the sandbox went down after it; kubelet's and the marker's times
@@ -112,9 +157,13 @@ func finished(pod *corev1.Pod) bool {
 //     PodReadyToStartContainers) with IPs, and none of that sandbox's
 //     markers holds one of them (a secondary network's marker may hold none; its
 //     primary's does).
-func staleMarkers(pod *corev1.Pod, ms []*marker.Marker) (current, stale []*marker.Marker) {
+func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, cur *corev1.PodCondition) (current, stale []*marker.Marker) {
 	if len(ms) == 0 {
 		return nil, nil
+	}
+	goneSandboxes, goneMarkers := publish.ParseLeftBehind(cur)
+	gone := func(m *marker.Marker) bool {
+		return slices.Contains(goneSandboxes, publish.ShortID(m.ContainerID)) || slices.Contains(goneMarkers, markerName(m))
 	}
 	newest := ms[0]
 	for _, m := range ms[1:] {
@@ -140,6 +189,8 @@ func staleMarkers(pod *corev1.Pod, ms []*marker.Marker) (current, stale []*marke
 	}
 	for _, m := range ms {
 		switch {
+		case gone(m):
+			stale = append(stale, m)
 		case m.ContainerID != newest.ContainerID:
 			stale = append(stale, m)
 		case prtsc != nil && prtsc.Status != corev1.ConditionTrue && prtsc.LastTransitionTime.After(m.CreatedAt.Truncate(time.Second)):

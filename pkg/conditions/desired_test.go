@@ -1,6 +1,7 @@
 package conditions
 
 import (
+	"slices"
 	"testing"
 	"time"
 
@@ -94,6 +95,120 @@ func TestJudge(t *testing.T) {
 			publish.NotObserved("T", true, 30*time.Second)), nil, judgement{}},
 		{"nothing yet", pod("", prtsc(corev1.ConditionFalse, now)), nil, judgement{}},
 		{"host network", &corev1.Pod{Spec: corev1.PodSpec{HostNetwork: true}}, nil, judgement{Cond: publish.HostNetwork("T"), Publish: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judge(tt.pod, podView{Markers: tt.markers}, o, now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("judge (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJudgeInstallBackoff: while the installer backs off, a pod with no
+// marker whose sandbox came up since is held not ready, for a bounded
+// time; a pod that came up before, or that shows True, is not touched.
+func TestJudgeInstallBackoff(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	noted := now.Add(-10*time.Minute + 300*time.Millisecond) // the note file's time
+	const why = "netready-install stops putting it back"
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, UnobservedReady: true,
+		Backoffs: []backoff{{Msg: why, Since: noted}}, HoldMax: 15 * time.Minute}
+	upSince := func(at time.Time, conds ...corev1.PodCondition) *corev1.Pod {
+		conds = append(conds, corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds, PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}}}
+	}
+	unseen := publish.NotObserved("T", true, 30*time.Second)
+	held := publish.NotObservedHeld("T", why)
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		edit func(*judgeOptions)
+		want judgement
+	}{
+		{"True for days when the note appears: stays True", upSince(now.Add(-48*time.Hour), unseen), nil,
+			judgement{Cond: unseen, Publish: true}},
+		{"up before the note, not judged yet: not held", upSince(noted.Add(-time.Second)), nil,
+			judgement{Cond: unseen, Publish: true}},
+		{"up after the note: held until the bound", upSince(now.Add(-time.Minute)), nil,
+			judgement{Cond: held, Publish: true, After: 14 * time.Minute}},
+		{"up in the note's second: held", upSince(noted.Truncate(time.Second)), nil,
+			judgement{Cond: held, Publish: true, After: 5 * time.Minute}},
+		{"held, and still held", upSince(now.Add(-time.Minute), held), nil,
+			judgement{Cond: held, Publish: true, After: 14 * time.Minute}},
+		{"True since after the note: never turned False", upSince(now.Add(-time.Minute), unseen), nil,
+			judgement{Cond: unseen, Publish: true}},
+		{"held past the bound: released, naming the backoff", upSince(now.Add(-16*time.Minute).Add(time.Second), held), func(o *judgeOptions) {
+			o.Backoffs[0].Since = now.Add(-20 * time.Minute)
+		}, judgement{Cond: unseen, Publish: true, Released: why}},
+		{"released as --unobserved says", upSince(now.Add(-16*time.Minute), held), func(o *judgeOptions) {
+			o.Backoffs[0].Since, o.UnobservedReady = now.Add(-20*time.Minute), false
+		}, judgement{Cond: publish.NotObserved("T", false, 30*time.Second), Publish: true, Released: why}},
+		{"no bound set: nothing held", upSince(now.Add(-time.Minute)), func(o *judgeOptions) { o.HoldMax = 0 },
+			judgement{Cond: unseen, Publish: true}},
+		{"the earliest backoff that began before the sandbox holds it", upSince(now.Add(-time.Minute)), func(o *judgeOptions) {
+			o.Backoffs = []backoff{{Msg: "earlier", Since: now.Add(-time.Hour)}, {Msg: why, Since: noted}}
+		}, judgement{Cond: publish.NotObservedHeld("T", "earlier"), Publish: true, After: 14 * time.Minute}},
+		{"within the grace: not judged yet", upSince(now.Add(-10 * time.Second)), nil, judgement{After: 20 * time.Second}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := o
+			o.Backoffs = slices.Clone(o.Backoffs)
+			if tt.edit != nil {
+				tt.edit(&o)
+			}
+			got := judge(tt.pod, podView{}, o, now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("judge (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJudgeNewSandboxWithTheOldIP: netready was out of the chain, so DEL
+// left the old sandbox's ready marker and the new sandbox's ADD wrote
+// none; the new sandbox has the same IP. Once the pod's condition says the
+// old sandbox is gone, its marker never earns True again.
+func TestJudgeNewSandboxWithTheOldIP(t *testing.T) {
+	t0 := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, UnobservedReady: false}
+	ready := func(cid string, created time.Time) *marker.Marker {
+		return &marker.Marker{Network: "podnet", ContainerID: cid, IfName: "eth0", IPs: []string{"10.1.0.5/24"}, State: marker.StateReady,
+			CreatedAt: marker.Time{Time: created}, WaitedMs: 5}
+	}
+	old := ready("aaaaaaaaaaaa-old-sandbox", t0)
+	fresh := ready("bbbbbbbbbbbb-new-sandbox", now.Add(-5*time.Second))
+	pod := func(prtsc corev1.ConditionStatus, at time.Time, cur corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReadyToStartContainers, Status: prtsc, LastTransitionTime: metav1.NewTime(at)}, cur}}}
+	}
+	earned := publish.ForMarkers([]*marker.Marker{old}, "T", 10*time.Minute, now)
+	gone := publish.SandboxChanged("T", "aaaaaaaaaaaa", []string{"aaaaaaaaaaaa_eth0"})
+	goneNoList := publish.SandboxChanged("T", "aaaaaaaaaaaa", nil)
+	unseen := publish.LeftBehind(publish.NotObserved("T", false, 30*time.Second), []string{"aaaaaaaaaaaa_eth0"})
+	tests := []struct {
+		name    string
+		pod     *corev1.Pod
+		markers []*marker.Marker
+		want    judgement
+	}{
+		{"the old sandbox went down: SandboxChanged naming its marker", pod(corev1.ConditionFalse, now.Add(-time.Minute), earned),
+			[]*marker.Marker{old}, judgement{Cond: gone, Publish: true}},
+		{"the new sandbox is up with the same IP: no True from the old marker", pod(corev1.ConditionTrue, now.Add(-10*time.Second), gone),
+			[]*marker.Marker{old}, judgement{After: 20 * time.Second}},
+		{"a condition naming the sandbox alone is enough", pod(corev1.ConditionTrue, now.Add(-10*time.Second), goneNoList),
+			[]*marker.Marker{old}, judgement{After: 20 * time.Second}},
+		{"past the grace: not observed, still naming the old marker", pod(corev1.ConditionTrue, now.Add(-time.Minute), gone),
+			[]*marker.Marker{old}, judgement{Cond: unseen, Publish: true}},
+		{"not observed, and stays so", pod(corev1.ConditionTrue, now.Add(-time.Minute), unseen),
+			[]*marker.Marker{old}, judgement{Cond: unseen, Publish: true}},
+		{"the new sandbox's own marker counts", pod(corev1.ConditionTrue, now.Add(-time.Minute), unseen),
+			[]*marker.Marker{old, fresh}, judgement{Cond: publish.ForMarkers([]*marker.Marker{fresh}, "T", 10*time.Minute, now), Publish: true}},
+		{"a marker of another sandbox than the gone one counts", pod(corev1.ConditionTrue, now.Add(-time.Minute), gone),
+			[]*marker.Marker{fresh}, judgement{Cond: publish.ForMarkers([]*marker.Marker{fresh}, "T", 10*time.Minute, now), Publish: true}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

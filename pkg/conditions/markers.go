@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
-	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -56,32 +55,13 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 		}
 	}
 	c.scanned = true
-	for _, path := range c.knownPaths() {
+	for _, path := range c.index.known() {
 		if !seen[path] && (listed[filepath.Dir(path)] || !slices.ContainsFunc(nets, func(e os.DirEntry) bool {
 			return filepath.Join(c.opts.StateDir, e.Name()) == filepath.Dir(path)
 		})) {
 			c.onMarker(path)
 		}
 	}
-}
-
-// knownPaths lists every marker the Controller holds something of.
-func (c *Controller) knownPaths() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	paths := slices.Collect(maps.Keys(c.markers))
-	for p := range c.unreadable {
-		if _, ok := c.markers[p]; !ok {
-			paths = append(paths, p)
-		}
-	}
-	return paths
-}
-
-func (c *Controller) unreadablePaths() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return slices.Collect(maps.Keys(c.unreadable))
 }
 
 func isMarker(name string) bool {
@@ -114,7 +94,7 @@ func (c *Controller) onMarker(path string) {
 	m, err := c.read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		stray := c.readable(path)
+		stray := c.index.readable(path)
 		if ref, ok := c.forget(path); ok {
 			c.queue.Add(ref.podKey)
 		} else if stray {
@@ -123,18 +103,14 @@ func (c *Controller) onMarker(path string) {
 		return
 	case err != nil:
 		c.note(path, "unreadable marker; its pod is kept not ready while it stays so, retrying", "err", err)
-		c.mu.Lock()
-		c.unreadable[path] = err
-		ref, ok := c.markers[path]
-		c.mu.Unlock()
-		if ok {
+		if ref, ok := c.index.setUnreadable(path, err); ok {
 			c.queue.Add(ref.podKey)
 		} else {
 			c.queueUnjudged()
 		}
 		return
 	}
-	if c.readable(path) {
+	if c.index.readable(path) {
 		defer c.queueUnjudged()
 	}
 	c.countADD(path, m)
@@ -143,41 +119,8 @@ func (c *Controller) onMarker(path string) {
 		return
 	}
 	ref := markerRef{podKey: m.Pod.Namespace + "/" + m.Pod.Name, uid: types.UID(m.Pod.UID)}
-	c.mu.Lock()
-	if old, ok := c.markers[path]; ok && old.uid != ref.uid {
-		c.unindexLocked(path)
-	}
-	c.markers[path] = ref
-	if c.byUID[ref.uid] == nil {
-		c.byUID[ref.uid] = map[string]bool{}
-	}
-	c.byUID[ref.uid][path] = true
-	c.mu.Unlock()
+	c.index.add(path, ref)
 	c.queue.Add(ref.podKey)
-}
-
-// readable clears path from the unreadable markers, and reports whether
-// it was one that named no known pod.
-func (c *Controller) readable(path string) bool {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	_, was := c.unreadable[path]
-	_, known := c.markers[path]
-	delete(c.unreadable, path)
-	return was && !known
-}
-
-// strays are the unreadable markers that name no known pod.
-func (c *Controller) strays() []publish.Unreadable {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []publish.Unreadable
-	for p, err := range c.unreadable {
-		if _, ok := c.markers[p]; !ok {
-			out = append(out, publish.Unreadable{Path: p, Err: err})
-		}
-	}
-	return out
 }
 
 // podMarkers reads the pod's markers, starting re-checks for the pending
@@ -187,21 +130,19 @@ func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 	var out []*marker.Marker
 	var bad []publish.Unreadable
 	var basis strings.Builder
-	for _, path := range c.markerPaths(pod.UID) {
+	for _, path := range c.index.paths(pod.UID) {
 		m, err := c.read(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
 			continue // its event, or the next scan, forgets it
 		case err != nil:
-			c.mu.Lock()
-			c.unreadable[path] = err
-			c.mu.Unlock()
+			c.index.setUnreadable(path, err)
 			bad = append(bad, publish.Unreadable{Path: path, Err: err})
 			fmt.Fprintf(&basis, "%s unreadable: %v\n", path, err)
 			continue
 		}
 		fmt.Fprintf(&basis, "%s %s %d\n", path, m.State, m.CreatedAt.UnixNano())
-		c.readable(path)
+		c.index.readable(path)
 		c.observeWait(path, m)
 		if m.State == marker.StatePending {
 			c.startCheck(path, m)
@@ -217,61 +158,20 @@ func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 	return out, bad, basis.String()
 }
 
-func (c *Controller) markerPaths(uid types.UID) []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var paths []string
-	for p := range c.byUID[uid] {
-		paths = append(paths, p)
-	}
-	slices.Sort(paths) // a stable basis (see desired)
-	return paths
-}
-
 // noteRecreated logs, once, markers that name this pod's name but an older
 // UID: they are never published on the new pod.
 func (c *Controller) noteRecreated(pod *corev1.Pod) {
 	key := pod.Namespace + "/" + pod.Name
-	c.mu.Lock()
-	var stale []string
-	for path, ref := range c.markers {
-		if ref.podKey == key && ref.uid != pod.UID {
-			stale = append(stale, path)
-		}
-	}
-	c.mu.Unlock()
-	for _, path := range stale {
+	for _, path := range c.index.ofOtherUID(key, pod.UID) {
 		c.note(path, "the pod was recreated; this marker is for the old one, not publishing", "pod", key, "podUID", pod.UID)
 	}
 }
 
 // forget drops what is known of a removed marker, and returns what it
-// named.
+// named. Its re-check stops in one step with the unindexing: startCheck
+// then sees the path gone and starts nothing.
 func (c *Controller) forget(path string) (markerRef, bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	// One step with the unindexing: startCheck, under the same lock,
-	// then sees the path gone and starts nothing.
-	c.rechecks.stop(path)
-	ref, ok := c.markers[path]
-	c.unindexLocked(path)
-	delete(c.logged, path)
-	delete(c.observed, path)
-	delete(c.addSeen, path)
-	delete(c.unreadable, path)
+	ref, ok := c.index.forget(path, func() { c.rechecks.stop(path) })
+	c.logs.forget(path)
 	return ref, ok
-}
-
-func (c *Controller) unindexLocked(path string) {
-	ref, ok := c.markers[path]
-	if !ok {
-		return
-	}
-	delete(c.markers, path)
-	if paths := c.byUID[ref.uid]; paths != nil {
-		delete(paths, path)
-		if len(paths) == 0 {
-			delete(c.byUID, ref.uid)
-		}
-	}
 }

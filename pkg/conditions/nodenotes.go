@@ -1,9 +1,12 @@
 package conditions
 
 import (
+	"cmp"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -49,25 +52,35 @@ func (c *Controller) readNotes(dir string) {
 
 func (c *Controller) readNote(dir string, k nodeNote) {
 	network := filepath.Base(dir)
-	msg := ""
-	if data, err := os.ReadFile(filepath.Join(dir, k.file)); err == nil {
+	path := filepath.Join(dir, k.file)
+	msg, written := "", time.Time{}
+	if data, err := os.ReadFile(path); err == nil {
 		msg = strings.TrimSpace(string(data))
+		if info, err := os.Stat(path); err == nil {
+			written = info.ModTime()
+		}
 	}
-	key := k.file + " " + network
 	now := c.now()
-	c.mu.Lock()
-	old := c.nodeNotes[key]
-	again := old.due(msg, now)
-	if old.msg == msg && !again {
-		c.mu.Unlock()
+	again := false
+	changed := c.nodeNotes.update(k.file+" "+network, func(old standing) (*standing, bool) {
+		again = old.due(msg, now)
+		switch {
+		case old.msg == msg && !again:
+			return nil, false
+		case msg == "":
+			return nil, true
+		}
+		// A note rewritten while it stands (a longer pause) keeps the
+		// time it was first written: pods since then may have skipped
+		// netready.
+		if old.msg != "" && !old.written.IsZero() && (written.IsZero() || old.written.Before(written)) {
+			written = old.written
+		}
+		return &standing{msg: msg, raised: now, written: written}, true
+	})
+	if !changed {
 		return
 	}
-	if msg == "" {
-		delete(c.nodeNotes, key)
-	} else {
-		c.nodeNotes[key] = standing{msg: msg, raised: now}
-	}
-	c.mu.Unlock()
 	if again {
 		c.nodeWarning(k.reason, k.action, "%s", msg)
 		return
@@ -91,12 +104,53 @@ func (c *Controller) readNote(dir string, k nodeNote) {
 type standing struct {
 	msg    string
 	raised time.Time
+	// written is when a note was first written, from its file's time.
+	written time.Time
 }
 
 // due reports whether msg is this warning, unchanged, and its Event is
 // due again (kubeapi.RepeatWarningAfter).
 func (s standing) due(msg string, now time.Time) bool {
 	return msg != "" && s.msg == msg && now.Sub(s.raised) >= kubeapi.RepeatWarningAfter
+}
+
+// standings are warnings that hold, by key. Their lock guards only their
+// map.
+type standings struct {
+	mu sync.Mutex
+	m  map[string]standing
+}
+
+func newStandings() *standings { return &standings{m: map[string]standing{}} }
+
+// update calls fn with key's warning (the zero one if none) and, if fn
+// says so, sets it to what fn returns, or removes it on nil; in one step.
+// It reports whether fn said so.
+func (s *standings) update(key string, fn func(old standing) (next *standing, change bool)) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	next, change := fn(s.m[key])
+	switch {
+	case !change:
+	case next == nil:
+		delete(s.m, key)
+	default:
+		s.m[key] = *next
+	}
+	return change
+}
+
+// withPrefix returns the warnings whose key starts with prefix.
+func (s *standings) withPrefix(prefix string) []standing {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []standing
+	for key, w := range s.m {
+		if strings.HasPrefix(key, prefix) {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // nodeWarning records a Warning Event about this node.
@@ -109,15 +163,14 @@ func (c *Controller) nodeWarning(reason, action, note string, args ...any) {
 	c.recorder.Eventf(node, nil, corev1.EventTypeWarning, reason, action, note, args...)
 }
 
-// installBackoff returns the installer's backoff message, if any network
-// of the node has one: pods started meanwhile may have skipped netready.
-func (c *Controller) installBackoff() string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for key, note := range c.nodeNotes {
-		if strings.HasPrefix(key, notes.InstallBackoffFile+" ") {
-			return note.msg
-		}
+// installBackoffs returns the installer's backoffs that stand on any
+// network of the node, earliest first: pods started since may have
+// skipped netready.
+func (c *Controller) installBackoffs() []backoff {
+	var out []backoff
+	for _, note := range c.nodeNotes.withPrefix(notes.InstallBackoffFile + " ") {
+		out = append(out, backoff{Msg: note.msg, Since: note.written})
 	}
-	return ""
+	slices.SortFunc(out, func(a, b backoff) int { return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Msg, b.Msg)) })
+	return out
 }

@@ -31,15 +31,16 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	c.noteRecreated(pod)
 	if !publish.Gated(pod, c.opts.ConditionType) {
 		// Out of scope: its markers stay on disk for CHECK, untouched.
-		for _, path := range c.markerPaths(pod.UID) {
+		for _, path := range c.index.paths(pod.UID) {
 			c.rechecks.stop(path)
 		}
 		return nil
 	}
-	want, basis, ok := c.desired(pod)
-	if !ok {
+	j, basis := c.desired(pod)
+	if !j.Publish {
 		return nil
 	}
+	want := j.Cond
 	cur := publish.Current(pod, c.opts.ConditionType)
 	if publish.Shows(cur, want) || c.alreadySent(pod, want) {
 		return nil
@@ -78,7 +79,13 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	c.ledger.sentTo(pod.UID, sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis})
 	c.metrics.Published.WithLabelValues(string(cond.Status)).Inc()
 	c.observeLatency(pod.UID, want)
-	if ev, ok := publish.EventFor(cur, want); ok && c.recorder != nil {
+	switch ev, ok := publish.EventFor(cur, want); {
+	case c.recorder == nil:
+	case j.Released != "":
+		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, publish.ReasonNotObserved, "PublishCondition",
+			"held not ready for %s (--install-backoff-hold-max) with no netready marker, as netready's installer backs off: %s. No longer held: %s",
+			c.opts.InstallBackoffHoldMax, j.Released, want.Message)
+	case ok:
 		c.recorder.Eventf(pod, nil, ev.Type, ev.Reason, "PublishCondition", "%s", ev.Note)
 	}
 	c.log.Info("published", "pod", key, "status", cond.Status, "reason", cond.Reason, "message", cond.Message)
@@ -153,23 +160,24 @@ func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool
 	return ok && s.baseRV == pod.ResourceVersion && publish.Shows(&s.cond, want)
 }
 
-// desired is the condition a gated pod should show, or false when it is
-// too early to say (judge); with its basis, which names the marker files it
-// comes from as they are on disk (not the re-checks' progress).
-func (c *Controller) desired(pod *corev1.Pod) (corev1.PodCondition, string, bool) {
+// desired is judge's judgement of a gated pod, with its basis, which names
+// the marker files it comes from as they are on disk (not the re-checks'
+// progress).
+func (c *Controller) desired(pod *corev1.Pod) (judgement, string) {
 	var v podView
 	var basis string
 	if !pod.Spec.HostNetwork {
 		v.Markers, v.Unreadable, basis = c.podMarkers(pod)
-		v.Strays = c.strays()
+		v.Strays = c.index.strays()
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
-		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady, Hold: c.installBackoff()}, c.now())
+		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
+		Backoffs: c.installBackoffs(), HoldMax: c.opts.InstallBackoffHoldMax}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}
 	if j.FromStrays {
 		basis = "strays"
 	}
-	return j.Cond, basis, j.Publish
+	return j, basis
 }

@@ -2,14 +2,17 @@ package conditions
 
 import (
 	"context"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -53,7 +56,7 @@ func (c *Controller) queueUnjudged() {
 		return
 	}
 	for _, pod := range pods {
-		if publish.Gated(pod, c.opts.ConditionType) && len(c.markerPaths(pod.UID)) == 0 {
+		if publish.Gated(pod, c.opts.ConditionType) && len(c.index.paths(pod.UID)) == 0 {
 			c.queue.Add(pod.Namespace + "/" + pod.Name)
 		}
 	}
@@ -64,10 +67,7 @@ func (c *Controller) onPod(obj any) {
 	if !ok || !publish.Gated(pod, c.opts.ConditionType) {
 		return
 	}
-	c.mu.Lock()
-	c.gated[pod.UID] = true
-	c.metrics.GatedPods.Set(float64(len(c.gated)))
-	c.mu.Unlock()
+	c.gated.add(pod.UID)
 	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
 		c.queue.Add(key)
 	}
@@ -83,13 +83,32 @@ func (c *Controller) onPodDeleted(obj any) {
 	if !ok {
 		return
 	}
-	for _, path := range c.markerPaths(pod.UID) {
+	for _, path := range c.index.paths(pod.UID) {
 		c.rechecks.stop(path)
 	}
 	c.ledger.forget(pod.UID)
-	c.mu.Lock()
-	delete(c.logged, pod.Namespace+"/"+pod.Name)
-	delete(c.gated, pod.UID)
-	c.metrics.GatedPods.Set(float64(len(c.gated)))
-	c.mu.Unlock()
+	c.logs.forget(pod.Namespace + "/" + pod.Name)
+	c.gated.remove(pod.UID)
+}
+
+// gatedPods are this node's pods with the readiness gate (gates are
+// immutable), for netready_gated_pods. Its lock guards only its map.
+type gatedPods struct {
+	metrics *metrics.Metrics
+	mu      sync.Mutex
+	uids    map[types.UID]bool
+}
+
+func (g *gatedPods) add(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.uids[uid] = true
+	g.metrics.GatedPods.Set(float64(len(g.uids)))
+}
+
+func (g *gatedPods) remove(uid types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	delete(g.uids, uid)
+	g.metrics.GatedPods.Set(float64(len(g.uids)))
 }

@@ -31,18 +31,18 @@ func (c *Controller) notePresets(m *marker.Marker) {
 		}
 	}
 	now := c.now()
-	c.mu.Lock()
-	old, noted := c.presetNotes[m.Network]
-	switch {
-	case why != "" && (why != old.msg || old.due(why, now)):
-		c.presetNotes[m.Network] = standing{msg: why, raised: now}
-	case why == "" && noted && m.State == marker.StateReady:
-		delete(c.presetNotes, m.Network)
-	default:
-		c.mu.Unlock()
+	changed := c.presetNotes.update(m.Network, func(old standing) (*standing, bool) {
+		switch {
+		case why != "" && (why != old.msg || old.due(why, now)):
+			return &standing{msg: why, raised: now}, true
+		case why == "" && old.msg != "" && m.State == marker.StateReady:
+			return nil, true
+		}
+		return nil, false
+	})
+	if !changed {
 		return
 	}
-	c.mu.Unlock()
 	if why == "" {
 		c.metrics.PresetNotWriting.WithLabelValues(m.Network).Set(0)
 		c.log.Info("the preset's agent writes what it waits for again", "network", m.Network)

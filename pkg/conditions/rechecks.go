@@ -12,9 +12,9 @@ import (
 )
 
 // rechecks are the re-checks of pending markers, one goroutine each, and
-// their latest progress. Their lock guards only their maps; the
-// Controller's lock, when both are held, is taken first (startCheck,
-// forget), so that no re-check starts for a marker being forgotten.
+// their latest progress. Their lock guards only their maps; the marker
+// index's lock, when both are held, is taken first (startCheck, forget),
+// so that no re-check starts for a marker being forgotten.
 type rechecks struct {
 	metrics *metrics.Metrics
 
@@ -129,14 +129,12 @@ func (r *rechecks) setPendingLocked() {
 // until they hold, the marker goes, or the pod does. It never gives up:
 // after --pending-timeout it backs off to one round a minute.
 func (c *Controller) startCheck(path string, m *marker.Marker) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if _, indexed := c.markers[path]; !indexed {
-		// DEL removed it after it was read: a re-check now would live
-		// until the IP is reused, and count as pending all that time.
-		return
-	}
-	st, ctx := c.rechecks.begin(path, m.CreatedAt.Time)
+	// Only while indexed: a marker DEL removed after it was read would
+	// be re-checked until the IP is reused, and count as pending all
+	// that time.
+	var st *recheckState
+	var ctx context.Context
+	c.index.whileIndexed(path, func() { st, ctx = c.rechecks.begin(path, m.CreatedAt.Time) })
 	if st == nil {
 		return
 	}

@@ -1,10 +1,12 @@
 package publish
 
 import (
+	"strconv"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/pkg/marker"
 )
@@ -38,3 +40,38 @@ func TestParseMessage(t *testing.T) {
 type errString string
 
 func (e errString) Error() string { return string(e) }
+
+// TestParseLeftBehind reads back the sandboxes and markers a condition
+// names as gone, and nothing from conditions that name none.
+func TestParseLeftBehind(t *testing.T) {
+	type got struct{ Sandboxes, Markers []string }
+	long := make([]string, 80)
+	for i := range long {
+		long[i] = "aaaaaaaaaaaa_net" + strconv.Itoa(i)
+	}
+	cut := LeftBehind(NotObserved("T", false, time.Second), long)
+	for _, tc := range []struct {
+		name string
+		c    *corev1.PodCondition
+		want got
+	}{
+		{"sandbox changed", ptr(SandboxChanged("T", "aaaaaaaaaaaa,bbbbbbbbbbbb", []string{"aaaaaaaaaaaa_eth0", "bbbbbbbbbbbb_net1"})),
+			got{[]string{"aaaaaaaaaaaa", "bbbbbbbbbbbb"}, []string{"aaaaaaaaaaaa_eth0", "bbbbbbbbbbbb_net1"}}},
+		{"sandbox changed, none left", ptr(SandboxChanged("T", "aaaaaaaaaaaa", nil)), got{[]string{"aaaaaaaaaaaa"}, nil}},
+		{"sandbox changed, unnamed", ptr(SandboxChanged("T", "", nil)), got{}},
+		{"not observed", ptr(LeftBehind(NotObservedHeld("T", "why"), []string{"aaaaaaaaaaaa_eth0"})), got{nil, []string{"aaaaaaaaaaaa_eth0"}}},
+		{"programmed names nothing gone", ptr(LeftBehind(corev1.PodCondition{Reason: ReasonProgrammed, Message: "sandbox aaaaaaaaaaaa; x"}, []string{"aaaaaaaaaaaa_eth0"})), got{}},
+		{"none", nil, got{}},
+	} {
+		s, m := ParseLeftBehind(tc.c)
+		if diff := cmp.Diff(tc.want, got{s, m}); diff != "" {
+			t.Errorf("%s: ParseLeftBehind(%q) (-want +got):\n%s", tc.name, tc.c.Message, diff)
+		}
+	}
+	_, m := ParseLeftBehind(&cut)
+	if len(cut.Message) > maxMessage || len(m) == 0 || m[0] != long[0] || len(m) >= len(long) {
+		t.Errorf("a list cut short: %d names read back from %d bytes, want some and not all", len(m), len(cut.Message))
+	}
+}
+
+func ptr[T any](v T) *T { return &v }

@@ -106,12 +106,50 @@ func SandboxChanged(condType, was string, stale []string) corev1.PodCondition {
 	if was != "" {
 		what = "sandbox " + was
 	}
-	c.Message = what + " is gone and the pod's current sandbox has no netready marker yet: not ready until its ADD tells"
+	c.Message = what + sandboxGone + " and the pod's current sandbox has no netready marker yet: not ready until its ADD tells"
+	return LeftBehind(c, stale)
+}
+
+// The texts by which a condition names what it was judged without, read
+// back by ParseLeftBehind.
+const (
+	sandboxGone = " is gone"
+	leftLead    = " (markers of an older sandbox left: "
+)
+
+// LeftBehind is c naming stale, the markers (<ShortID>_<ifName>) of an
+// older sandbox still on disk. The condition is the one record of them
+// that outlives the sandbox's going down: once a new sandbox is up with the
+// same IP, nothing else tells them from its own (ParseLeftBehind).
+func LeftBehind(c corev1.PodCondition, stale []string) corev1.PodCondition {
 	if len(stale) > 0 {
-		c.Message += fmt.Sprintf(" (markers of an older sandbox left: %s)", strings.Join(stale, ", "))
+		c.Message += leftLead + strings.Join(stale, ", ") + ")"
 	}
 	c.Message = truncate(c.Message)
 	return c
+}
+
+// ParseLeftBehind reads back, from a SandboxChanged or NotObserved
+// condition, the sandboxes it names as gone and the markers it names as an
+// older sandbox's (LeftBehind). Other conditions name none.
+func ParseLeftBehind(c *corev1.PodCondition) (sandboxes, markers []string) {
+	if c == nil || (c.Reason != ReasonSandboxChanged && c.Reason != ReasonNotObserved) {
+		return nil, nil
+	}
+	if c.Reason == ReasonSandboxChanged {
+		if rest, ok := strings.CutPrefix(c.Message, "sandbox "); ok {
+			if ids, _, ok := strings.Cut(rest, sandboxGone); ok && !strings.Contains(ids, " ") {
+				sandboxes = strings.Split(ids, ",")
+			}
+		}
+	}
+	if _, list, ok := strings.Cut(c.Message, leftLead); ok {
+		// A list cut short by truncate ends without ")": its last name
+		// may be cut, and matches no marker.
+		list, _, _ = strings.Cut(list, ")")
+		markers = strings.Split(list, ", ")
+	}
+	return sandboxes, markers
 }
 
 // Unreadable is a marker file that exists but cannot be read.

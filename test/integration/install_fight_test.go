@@ -78,8 +78,8 @@ func exclusiveAgent(t *testing.T, dir string, own []byte) *atomic.Int32 {
 // forever: after a few reverts it stops putting its entry back, says what
 // to do in its log, and leaves a note that the real sidecar, against a
 // real API server, raises as a Node Event and netready_install_backed_off
-// 1; meanwhile a gated pod netready never saw is kept not ready, whatever
-// --unobserved says.
+// 1; meanwhile a gated pod that netready never saw, whose sandbox came up
+// during the backoff, is kept not ready, whatever --unobserved says.
 func TestInstallerBacksOffFromAnExclusiveAgent(t *testing.T) {
 	a := startAPIServer(t)
 	conf, bin, state := t.TempDir(), t.TempDir(), t.TempDir()
@@ -89,8 +89,6 @@ func TestInstallerBacksOffFromAnExclusiveAgent(t *testing.T) {
 	}
 	rewrites := exclusiveAgent(t, conf, own)
 	listen, _ := startSidecar(t, a, state, testNode, "--unobserved-grace", "1s", "--unobserved", "ready")
-	a.newPod("skipped", testNode)
-	setSandboxStatus(t, a, "skipped", corev1.ConditionTrue, "10.200.9.9")
 
 	cmd, logs := startInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"),
 		"--config", `{"type":"netready","stateDir":"`+state+`"}`, "--watch")
@@ -113,6 +111,10 @@ func TestInstallerBacksOffFromAnExclusiveAgent(t *testing.T) {
 		t.Errorf("05-cilium.conflist is not the agent's own after the backoff:\n%s", got)
 	}
 	t.Logf("the agent rewrote its file %d times before the installer backed off", settled)
+	// A pod whose sandbox comes up during the backoff may have skipped
+	// netready.
+	a.newPod("skipped", testNode)
+	setSandboxStatus(t, a, "skipped", corev1.ConditionTrue, "10.200.9.9")
 
 	c := waitCondition(t, a, "skipped", 15*time.Second, "an unobserved pod held not ready", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "stops putting it back")

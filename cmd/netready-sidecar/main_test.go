@@ -1,0 +1,30 @@
+package main
+
+import (
+	"bytes"
+	"strings"
+	"testing"
+)
+
+// TestHelp: --help is an answer (stdout, exit 0); a wrong call is an error
+// (stderr, exit 2), and so is a bad value, before anything starts.
+func TestHelp(t *testing.T) {
+	for _, tc := range []struct {
+		args       []string
+		code       int
+		out, noise string
+	}{
+		{[]string{"--help"}, 0, "-install-backoff-hold-max", ""},
+		{[]string{"-h"}, 0, "-unobserved-grace", ""},
+		{[]string{"-help"}, 0, "Usage of netready-sidecar", ""},
+		{[]string{"--bogus"}, 2, "", "Usage of netready-sidecar"},
+		{[]string{"--node-name", "n", "--install-backoff-hold-max", "-1s"}, 2, "", "--install-backoff-hold-max must not be negative"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := run(tc.args, &stdout, &stderr)
+		if code != tc.code || !strings.Contains(stdout.String(), tc.out) || !strings.Contains(stderr.String(), tc.noise) ||
+			(tc.code == 0 && stderr.Len() > 0) || (tc.code != 0 && stdout.Len() > 0) {
+			t.Errorf("%v: exit %d, stdout %q, stderr %q; want exit %d, stdout with %q, stderr with %q", tc.args, code, stdout.String(), stderr.String(), tc.code, tc.out, tc.noise)
+		}
+	}
+}
