@@ -6,8 +6,10 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"log/slog"
 	"os"
 	"os/signal"
@@ -22,12 +24,13 @@ import (
 	"github.com/netready/netready/pkg/sidecar"
 )
 
-func main() { os.Exit(run(os.Args[1:])) }
+func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
-func run(args []string) int {
-	log := slog.New(slog.NewTextHandler(os.Stderr, nil))
+func run(args []string, stdout, stderr io.Writer) int {
+	log := slog.New(slog.NewTextHandler(stderr, nil))
 	var o sidecar.Options
 	fs := flag.NewFlagSet("netready-sidecar", flag.ContinueOnError)
+	fs.SetOutput(stderr)
 	fs.StringVar(&o.StateDir, "state-dir", "/run/netready", "the plugin's stateDir")
 	fs.StringVar(&o.NodeName, "node-name", os.Getenv("NODE_NAME"), "this node's name (default $NODE_NAME)")
 	fs.StringVar(&o.ConditionType, "condition-type", publish.DefaultConditionType, "the pod condition to set")
@@ -38,19 +41,34 @@ func run(args []string) int {
 	fs.IntVar(&o.Workers, "workers", 4, "pods published in parallel")
 	fs.DurationVar(&o.UnobservedGrace, "unobserved-grace", 30*time.Second, "how long a gated pod's sandbox may be up with no marker before it counts as not observed")
 	fs.StringVar(&o.Unobserved, "unobserved", conditions.UnobservedReady, "gated pods netready never saw: ready (condition True, reason NotObserved, Warning Event) or notready (keep them False)")
+	fs.DurationVar(&o.InstallBackoffHoldMax, "install-backoff-hold-max", 15*time.Minute, "while netready-install backs off from an agent that keeps removing its entry, a gated pod with no marker whose sandbox came up since is kept not ready for at most this long, whatever --unobserved says, then judged as --unobserved says, with a Warning Event; 0 holds none")
 	fs.StringVar(&o.CNIConfDir, "cni-conf-dir", "/etc/cni/net.d", "the node's CNI config folder, read-only: pools of entries with status.ipam are watched there, and with poolAction taint a short pool taints the node; empty turns the pool watch off")
 	fs.DurationVar(&o.PoolResync, "pool-resync", time.Minute, "count every pool and compare with the Node this often, besides inotify")
 	fs.DurationVar(&o.PoolForgetAfter, "pool-forget-after", 30*time.Second, "how long a network whose netready entry left the CNI config (a vendor's rewrite) is still counted, keeping its taint and hysteresis")
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "netready is being removed: take its taint and NetworkPoolExhausted condition off this node (/readyz waits for it) and watch no pool; markers still on the node are still published")
 	fs.BoolVar(&o.RequireScope, "require-scope", true, "write nothing until the admission policies that keep the sidecar to its own condition on its own node's pods refuse a dry-run write (/readyz says why it waits); false only where ValidatingAdmissionPolicy cannot run (before Kubernetes 1.30), scoped by RBAC alone")
+	fs.DurationVar(&o.ScopeRecheck, "scope-recheck", sidecar.DefaultScopeRecheck, "with --require-scope, send the scope check's dry-run probes again this often while running (and at once whenever a ConfigMap labelled netready.io/params=settings in its namespace changes); until they are all refused again every write is held and /readyz names the policies")
 	fs.StringVar(&o.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the sidecar's own pod's namespace, for --require-scope (default $POD_NAMESPACE; without it, the pod its token is bound to)")
 	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "the sidecar's own pod's name, for --require-scope (default $POD_NAME; without it, the pod its token is bound to)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
-	if err := fs.Parse(args); err != nil {
+	usage := func(w io.Writer) {
+		fs.SetOutput(w)
+		fmt.Fprintln(w, "Usage of netready-sidecar:")
+		fs.PrintDefaults()
+	}
+	fs.Usage = func() {} // printed below, where it belongs
+	err := fs.Parse(args)
+	switch {
+	case errors.Is(err, flag.ErrHelp):
+		// Asked for: the usage is the answer, on stdout, and no error.
+		usage(stdout)
+		return 0
+	case err != nil:
+		usage(stderr)
 		return 2
 	}
 	if *showVersion {
-		fmt.Println("netready-sidecar " + buildversion.BuildVersion)
+		fmt.Fprintln(stdout, "netready-sidecar "+buildversion.BuildVersion)
 		return 0
 	}
 	if err := o.Validate(); err != nil {

@@ -1,5 +1,6 @@
-// Package scopecheck owns the sidecar's proof, before it writes anything,
-// that the admission policies narrowing its writes are in force
+// Package scopecheck owns the sidecar's proof, before it writes anything
+// and again while it runs, that the admission policies narrowing its
+// writes are in force
 // (deploy/admission.yaml). RBAC alone lets the sidecar change any pod's
 // labels through pods/status, any Node, and Events anywhere; the policies
 // are what keep it to its own condition on its own node's pods. A policy
@@ -117,8 +118,9 @@ func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) erro
 // Wait checks until every probe is refused, backing off from 1 s to
 // maxGap, and reports each failed round to report (nil once in force).
 // self says which pod and node the sidecar is; it is asked again after an
-// error. Wait returns nil once in force, or ctx's error.
-func Wait(ctx context.Context, w Writer, self func(context.Context) (Self, error), timeout, maxGap time.Duration, report func(error), log *slog.Logger) error {
+// error. Wait returns the Self it probed as once in force, or ctx's
+// error.
+func Wait(ctx context.Context, w Writer, self func(context.Context) (Self, error), timeout, maxGap time.Duration, report func(error), log *slog.Logger) (Self, error) {
 	gap := time.Second
 	var me *Self
 	for {
@@ -137,12 +139,12 @@ func Wait(ctx context.Context, w Writer, self func(context.Context) (Self, error
 		report(err)
 		if err == nil {
 			log.Info("the admission policies that scope this sidecar are in force", "pod", me.PodNamespace+"/"+me.PodName)
-			return nil
+			return *me, nil
 		}
 		log.Warn("not writing anything until the sidecar's scope is enforced", "err", err, "retryIn", gap)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return Self{}, ctx.Err()
 		case <-time.After(gap):
 		}
 		gap = min(2*gap, maxGap)

@@ -1,6 +1,7 @@
 // Package sidecar owns how netready-sidecar's parts are put together: its
 // options and their validation, and Run, which checks that its scope is
-// enforced before it writes anything, then starts the condition
+// enforced before it writes anything (and holds every write again
+// whenever a later check fails), then starts the condition
 // controller, the pool watch (or an uninstall's lifting of the taint), the
 // Event recorder and the /metrics, /healthz and /readyz server.
 package sidecar
@@ -18,6 +19,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/util/validation"
+	"k8s.io/client-go/metadata"
+	"k8s.io/client-go/rest"
 
 	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/health"
@@ -25,6 +28,7 @@ import (
 	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/poolwatch"
 	"github.com/netready/netready/pkg/scopecheck"
+	"github.com/netready/netready/pkg/writegate"
 )
 
 // Options are the sidecar's flags.
@@ -42,7 +46,17 @@ type Options struct {
 	// its token is bound to.
 	RequireScope          bool
 	PodNamespace, PodName string
+	// ScopeRecheck is how often, with RequireScope, the probes are sent
+	// again while the sidecar runs (DefaultScopeRecheck when not positive); they
+	// are also sent whenever the policies' params change. Until they are
+	// all refused again, every write is held and /readyz says why.
+	ScopeRecheck time.Duration
 }
+
+// DefaultScopeRecheck bounds how long a running sidecar goes on writing
+// after its scope was lifted in a way the params' watch does not see (a
+// binding or policy deleted).
+const DefaultScopeRecheck = 2 * time.Minute
 
 // Validate returns every problem at once.
 func (o *Options) Validate() error {
@@ -71,6 +85,9 @@ func (o *Options) Validate() error {
 	if o.Unobserved != conditions.UnobservedReady && o.Unobserved != conditions.UnobservedNotReady {
 		errs = append(errs, fmt.Errorf("--unobserved %q must be %q or %q", o.Unobserved, conditions.UnobservedReady, conditions.UnobservedNotReady))
 	}
+	if o.InstallBackoffHoldMax < 0 {
+		errs = append(errs, errors.New("--install-backoff-hold-max must not be negative (0 holds no pod)"))
+	}
 	return errors.Join(errs...)
 }
 
@@ -83,6 +100,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return fmt.Errorf("no Kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "netready-sidecar"
+	// Every client below writes through gate: closed until the scope is
+	// proved, and again whenever a re-check fails.
+	gate := writegate.New(errors.New("the scope check has not passed yet"), kubeapi.Timeout)
+	if o.RequireScope {
+		cfg.Wrap(gate.Wrap)
+	} else {
+		gate.Open()
+	}
 	client, err := kubeapi.NewREST(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes client: %w", err)
@@ -115,9 +140,20 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			s.PodNamespace, s.PodName, err = client.SelfPod(ctx)
 			return s, err
 		}
-		report := func(err error) { h.SetUnready("scope", err) }
-		if err := scopecheck.Wait(ctx, client.DryRun(), self, kubeapi.Timeout, 30*time.Second, report, log); err != nil {
+		report := func(err error) {
+			if err == nil {
+				gate.Open()
+			} else {
+				gate.Close(err)
+			}
+			h.SetUnready("scope", err)
+		}
+		me, err := scopecheck.Wait(ctx, client.DryRun(), self, kubeapi.Timeout, 30*time.Second, report, log)
+		if err != nil {
 			return nil // ctx ended before the scope was in force: shut down
+		}
+		if err := keepScope(ctx, o, cfg, client.DryRun(), me, report, log); err != nil {
+			return err
 		}
 	}
 	if o.Uninstall || o.CNIConfDir != "" {
@@ -146,6 +182,23 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// keepScope re-runs the scope check in the background, every
+// o.ScopeRecheck and whenever the policies' params change.
+func keepScope(ctx context.Context, o Options, cfg *rest.Config, w scopecheck.Writer, me scopecheck.Self, report func(error), log *slog.Logger) error {
+	meta, err := metadata.NewForConfig(cfg)
+	if err != nil {
+		return fmt.Errorf("kubernetes metadata client: %w", err)
+	}
+	period := o.ScopeRecheck
+	if period <= 0 {
+		period = DefaultScopeRecheck
+	}
+	changed := make(chan struct{}, 1)
+	go scopecheck.WatchParams(ctx, meta, me.PodNamespace, kubeapi.Timeout, changed, log)
+	go scopecheck.Keep(ctx, w, me, period, kubeapi.Timeout, 30*time.Second, changed, report, log)
+	return nil
 }
 
 // mux serves /metrics, /healthz (h) and /readyz (the controller ready and

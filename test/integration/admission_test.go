@@ -151,6 +151,10 @@ func TestDeployAndAdmission(t *testing.T) {
 		{"another condition", sidecar, podA, []byte(`{"status":{"conditions":[{"type":"example.com/other","status":"True"}]}}`), "may only change the condition"},
 		{"the Ready condition", sidecar, podA, []byte(`{"status":{"conditions":[{"type":"Ready","status":"True"}]}}`), "may only change the condition"},
 		{"podIP", sidecar, podA, []byte(`{"status":{"podIP":"10.200.1.1","podIPs":[{"ip":"10.200.1.1"}]}}`), "in status"},
+		// Fields of 1.34 and later (pod-level resources), which no list
+		// of fields named: the policy compares every field but conditions.
+		{"the pod's allocatedResources", sidecar, podA, []byte(`{"status":{"allocatedResources":{"cpu":"1"}}}`), "in status"},
+		{"the pod's resources", sidecar, podA, []byte(`{"status":{"resources":{"requests":{"cpu":"1"}}}}`), "in status"},
 		{"a token without a node claim", staticAgent, podA, own(podA), "no node claim"},
 	}
 	for _, tt := range denied {
@@ -175,9 +179,16 @@ func TestDeployAndAdmission(t *testing.T) {
 	} else if b, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podB.Name, metav1.GetOptions{}); b.Labels["app"] != "relabelled" {
 		t.Errorf("pods/status did not carry the label change (labels %v): the control proves nothing", b.Labels)
 	}
+	// Control: this API server keeps the pod-level resources in status,
+	// so their denials above are the policy's doing.
+	if err := patch(a.Admin, podB, []byte(`{"status":{"allocatedResources":{"cpu":"1"},"resources":{"requests":{"cpu":"1"}}}}`)); err != nil {
+		t.Errorf("the admin setting the pod-level resources = %v", err)
+	} else if b, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podB.Name, metav1.GetOptions{}); b.Status.AllocatedResources.Cpu().String() != "1" || b.Status.Resources == nil {
+		t.Errorf("the API server dropped the pod-level resources (status %+v): their denials prove nothing", b.Status)
+	}
 	after, _ := a.Admin.CoreV1().Pods("default").Get(ctx, podA.Name, metav1.GetOptions{})
-	if after.Labels["app"] != "web-a" || after.Status.PodIP != "" || len(after.Annotations) != 0 {
-		t.Errorf("pod changed despite the denials: labels %v, podIP %q, annotations %v", after.Labels, after.Status.PodIP, after.Annotations)
+	if after.Labels["app"] != "web-a" || after.Status.PodIP != "" || len(after.Annotations) != 0 || after.Status.AllocatedResources != nil || after.Status.Resources != nil {
+		t.Errorf("pod changed despite the denials: labels %v, podIP %q, annotations %v, status %+v", after.Labels, after.Status.PodIP, after.Annotations, after.Status)
 	}
 	if c := publish.Current(after, publish.DefaultConditionType); c == nil || c.Status != corev1.ConditionTrue {
 		t.Errorf("the allowed condition is missing: %+v", after.Status.Conditions)
@@ -209,6 +220,15 @@ func TestDeployAndAdmission(t *testing.T) {
 			}
 			if !tc.allowed && (err == nil || !strings.Contains(err.Error(), "netready-sidecar")) {
 				t.Errorf("%s: %v, want denied by netready-sidecar-events", tc.name, err)
+			}
+		}
+		// A plain token of the sidecar's ServiceAccount, bound to no pod:
+		// no node claim, so no Event at all, in any namespace.
+		for _, ns := range []string{"default", "kube-system"} {
+			ev := event("plain-"+ns, "Pod", "web-a", ns, publish.ReasonSandboxChanged, "netready-sidecar-node-a")
+			_, err := staticAgent.EventsV1().Events(ns).Create(ctx, ev, metav1.CreateOptions{})
+			if err == nil || !strings.Contains(err.Error(), "no node claim") {
+				t.Errorf("a pod Event in %s from a token with no node claim = %v, want refused for it", ns, err)
 			}
 		}
 	})

@@ -203,6 +203,14 @@ func (a *apiServer) applyRBAC() {
 			var o rbacv1.ClusterRoleBinding
 			yaml.Unmarshal(doc, &o)
 			_, err = a.Admin.RbacV1().ClusterRoleBindings().Create(ctx, &o, metav1.CreateOptions{})
+		case "Role":
+			var o rbacv1.Role
+			yaml.Unmarshal(doc, &o)
+			_, err = a.Admin.RbacV1().Roles(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
+		case "RoleBinding":
+			var o rbacv1.RoleBinding
+			yaml.Unmarshal(doc, &o)
+			_, err = a.Admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 		default:
 			a.t.Fatalf("deploy/rbac.yaml: unexpected kind %q", meta.Kind)
 		}
