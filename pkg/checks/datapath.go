@@ -9,8 +9,44 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/watch"
 )
+
+// The datapath kinds are made once per pod IP and ask the kernel only.
+var (
+	_ Check = (*addressCheck)(nil)
+	_ Check = (*routeCheck)(nil)
+	_ Check = (*gatewayCheck)(nil)
+)
+
+func buildAddress(in []instance, att *attachment.Attachment, env *Env) ([]Check, error) {
+	return each(in, func(in *instance) (Check, error) {
+		return &addressCheck{env: env, ifName: att.IfName, ip: in.ip.Address.IP}, nil
+	})
+}
+
+func buildRoute(in []instance, _ *attachment.Attachment, _ *Env) ([]Check, error) {
+	return each(in, func(in *instance) (Check, error) {
+		return &routeCheck{ip: in.ip.Address.IP}, nil
+	})
+}
+
+// buildGateway checks the gateway of each pod IP that has one; it can
+// never be met when none has.
+func buildGateway(in []instance, att *attachment.Attachment, env *Env) ([]Check, error) {
+	var out []Check
+	for _, i := range in {
+		if i.ip.Gateway != nil {
+			out = append(out, &gatewayCheck{env: env, ifName: att.IfName, gw: i.ip.Gateway})
+		}
+	}
+	if len(out) == 0 {
+		return nil, never("the result gives no gateway for any pod IP")
+	}
+	return out, nil
+}
 
 // addressCheck: the pod IP is on the sandbox interface, the link is up and
 // the address has finished duplicate address detection.
@@ -20,7 +56,7 @@ type addressCheck struct {
 	ip     net.IP // nil: only the link is checked
 }
 
-func (c *addressCheck) Kind() string { return "address" }
+func (c *addressCheck) Kind() string { return config.KindAddress }
 
 func (c *addressCheck) Target() string {
 	if c.ip == nil {
@@ -77,7 +113,7 @@ type routeCheck struct {
 	ip net.IP
 }
 
-func (c *routeCheck) Kind() string            { return "route" }
+func (c *routeCheck) Kind() string            { return config.KindRoute }
 func (c *routeCheck) Target() string          { return c.ip.String() }
 func (c *routeCheck) Sources() []watch.Source { return []watch.Source{{Kind: watch.Routes}} }
 
@@ -113,7 +149,7 @@ type gatewayCheck struct {
 	gw     net.IP
 }
 
-func (c *gatewayCheck) Kind() string   { return "gateway" }
+func (c *gatewayCheck) Kind() string   { return config.KindGateway }
 func (c *gatewayCheck) Target() string { return c.gw.String() }
 
 func (c *gatewayCheck) Sources() []watch.Source {
@@ -154,4 +190,11 @@ func (c *gatewayCheck) Probe(context.Context) (bool, string, error) {
 		return false, fmt.Sprintf("cannot start neighbour resolution: %v", err), nil
 	}
 	return false, "no answer to ARP/neighbour solicitation yet", nil
+}
+
+func family(ip net.IP) int {
+	if ip.To4() != nil {
+		return netlink.FAMILY_V4
+	}
+	return netlink.FAMILY_V6
 }

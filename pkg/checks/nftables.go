@@ -24,45 +24,48 @@ var nftFamilies = map[string]nftables.TableFamily{
 	"arp": nftables.TableFamilyARP, "bridge": nftables.TableFamilyBridge, "netdev": nftables.TableFamilyNetdev,
 }
 
+var (
+	_ Check = (*nftSetCheck)(nil)
+	_ Check = (*nftRuleCheck)(nil)
+)
+
+// nftPerIP: a set check is made once per pod IP.
+func nftPerIP(cc *config.CheckConf) bool { return cc.Set != "" }
+
 // buildNFTables: a set check is made once per pod IP of the table's family;
 // a rule check once, or per IP when match uses {{.IP}}.
-func buildNFTables(cc *config.CheckConf, att *attachment.Attachment, env *Env) ([]Check, error) {
-	fam := nftFamilies[cc.Family]
-	if cc.Set != "" {
-		var out []Check
-		var hasV4, hasV6 bool
-		for _, ip := range att.IPs {
-			v4 := ip.Address.IP.To4() != nil
-			hasV4, hasV6 = hasV4 || v4, hasV6 || !v4
-		}
-		for _, ip := range att.IPs {
-			v4 := ip.Address.IP.To4() != nil
-			if (fam == nftables.TableFamilyIPv4 && !v4) || (fam == nftables.TableFamilyIPv6 && v4) {
-				continue
-			}
-			table, set := cc.Table, cc.Set
-			if err := expandAll(placeholders(att, ip.Address.IP), &table, &set); err != nil {
-				return nil, err
-			}
-			out = append(out, &nftSetCheck{env: env, family: cc.Family, fam: fam, table: table, set: set, ip: ip.Address.IP,
-				hasV4: hasV4, hasV6: hasV6})
-		}
-		if len(out) == 0 {
-			// An ip6 table for an IPv4-only pod (or the reverse) can
-			// never hold one of its addresses.
-			return nil, never("set %s/%s/%s is of family %s, and the pod has no address of that family (it has %s)",
-				cc.Family, cc.Table, cc.Set, cc.Family, strings.Join(att.IPStrings(), ", "))
-		}
-		return out, nil
+func buildNFTables(in []instance, att *attachment.Attachment, env *Env) ([]Check, error) {
+	if in[0].conf.Set == "" {
+		return each(in, func(in *instance) (Check, error) {
+			cc := &in.conf
+			return &nftRuleCheck{env: env, family: cc.Family, fam: nftFamilies[cc.Family], table: cc.Table, chain: cc.Chain,
+				match: cc.Match, rule: nftrule.NFTText(cc.Match)}, nil
+		})
 	}
-	return perIP(cc, att, func(p config.Placeholders) (Check, error) {
-		c := &nftRuleCheck{env: env, family: cc.Family, fam: fam, table: cc.Table, chain: cc.Chain, match: cc.Match}
-		if err := expandAll(p, &c.table, &c.chain, &c.match); err != nil {
-			return nil, err
+	var hasV4, hasV6 bool
+	for _, ip := range att.IPs {
+		v4 := ip.Address.IP.To4() != nil
+		hasV4, hasV6 = hasV4 || v4, hasV6 || !v4
+	}
+	var out []Check
+	for _, i := range in {
+		fam := nftFamilies[i.conf.Family]
+		ip := i.ip.Address.IP
+		v4 := ip.To4() != nil
+		if (fam == nftables.TableFamilyIPv4 && !v4) || (fam == nftables.TableFamilyIPv6 && v4) {
+			continue
 		}
-		c.rule = nftrule.NFTText(c.match)
-		return c, nil
-	})
+		out = append(out, &nftSetCheck{env: env, family: i.conf.Family, fam: fam, table: i.conf.Table, set: i.conf.Set, ip: ip,
+			hasV4: hasV4, hasV6: hasV6})
+	}
+	if len(out) == 0 {
+		// An ip6 table for an IPv4-only pod (or the reverse) can never
+		// hold one of its addresses.
+		c := &in[0].conf
+		return nil, never("set %s/%s/%s is of family %s, and the pod has no address of that family (it has %s)",
+			c.Family, c.Table, c.Set, c.Family, strings.Join(att.IPStrings(), ", "))
+	}
+	return out, nil
 }
 
 // isMissing reports a table, chain or set that does not exist (yet).

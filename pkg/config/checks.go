@@ -33,6 +33,12 @@ const (
 	DefaultCalicoStatusDir = "/var/run/calico/endpoint-status"
 )
 
+// Kinds returns the check kinds, in the contract's order. Package checks
+// builds each; a test there holds the two lists equal.
+func Kinds() []string {
+	return []string{KindAddress, KindRoute, KindGateway, KindIPTables, KindNFTables, KindFile, KindHTTP, KindOVSDB}
+}
+
 // presetChecks is the check a top-level "preset" adds.
 var presetChecks = map[string]CheckConf{
 	PresetCalico:        {Kind: KindFile, Preset: PresetCalico},
@@ -234,7 +240,7 @@ func (c *CheckConf) Validate() error {
 	case "":
 		return errors.New(`"kind" is required`)
 	default:
-		return fmt.Errorf(`unknown check "kind" %q: use one of address, route, gateway, iptables, nftables, file, http, ovsdb`, c.Kind)
+		return fmt.Errorf(`unknown check "kind" %q: use one of %s`, c.Kind, strings.Join(Kinds(), ", "))
 	}
 	for field, value := range c.fields() {
 		if value != "" && !allowed[field] {
@@ -252,19 +258,48 @@ func (c *CheckConf) Validate() error {
 	return errors.Join(errs...)
 }
 
-func (c *CheckConf) fields() map[string]string {
-	return map[string]string{
-		"table": c.Table, "chain": c.Chain, "match": c.Match, "family": c.Family, "set": c.Set,
-		"path": c.Path, "contains": c.Contains, "preset": c.Preset, "url": c.URL, "socket": c.Socket,
+// stringField is one string of a check, by its JSON name.
+type stringField struct {
+	name  string
+	value *string
+}
+
+// stringFields are the check's strings: what "does not apply" and
+// placeholders speak of.
+func (c *CheckConf) stringFields() []stringField {
+	return []stringField{
+		{"table", &c.Table}, {"chain", &c.Chain}, {"match", &c.Match}, {"family", &c.Family}, {"set", &c.Set},
+		{"path", &c.Path}, {"contains", &c.Contains}, {"preset", &c.Preset}, {"url", &c.URL}, {"socket", &c.Socket},
 	}
+}
+
+func (c *CheckConf) fields() map[string]string {
+	m := map[string]string{}
+	for _, f := range c.stringFields() {
+		m[f.name] = *f.value
+	}
+	return m
+}
+
+// Expanded returns the check with the placeholders of every string
+// filled from p.
+func (c CheckConf) Expanded(p Placeholders) (CheckConf, error) {
+	for _, f := range c.stringFields() {
+		v, err := Expand(*f.value, p)
+		if err != nil {
+			return CheckConf{}, fmt.Errorf("%q: %w", f.name, err)
+		}
+		*f.value = v
+	}
+	return c, nil
 }
 
 // UsesIP reports whether any string of the check uses {{.IP}}, which makes
 // the check apply once per pod IP.
 func (c *CheckConf) UsesIP() bool {
-	for _, v := range c.fields() {
+	for _, f := range c.stringFields() {
 		uses := false
-		_, _ = expand(v, func(name string) (string, bool) {
+		_, _ = expand(*f.value, func(name string) (string, bool) {
 			uses = uses || name == "IP"
 			return "", true
 		})

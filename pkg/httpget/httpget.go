@@ -2,8 +2,8 @@
 // or unix-socket agent endpoint over HTTP/1.1, with no proxy, no
 // redirects and no TLS, over a kept connection where the server allows.
 // net/http does the same and links TLS, HTTP/2, proxies and cookies
-// besides: 4 of the plugin's 10.6 MB, for a binary the runtime starts once
-// per pod and every few seconds for STATUS.
+// besides, which every start of the plugin would load: the runtime starts
+// it once per pod and every few seconds for STATUS.
 package httpget
 
 import (

@@ -10,6 +10,16 @@ import (
 	"github.com/netready/netready/pkg/watch"
 )
 
+var _ Check = (*ovnCheck)(nil)
+
+// buildOVSDB makes the check of the pod's OVS Interface (preset
+// "ovn-kubernetes", the only one of kind "ovsdb").
+func buildOVSDB(in []instance, att *attachment.Attachment, _ *Env) ([]Check, error) {
+	return each(in, func(in *instance) (Check, error) {
+		return newOVNCheck(in.conf.Socket, att), nil
+	})
+}
+
 // ovnCheck waits until ovn-controller has installed the pod's flows, as
 // ovn-kubernetes' own CNI does: the pod's OVS Interface carries
 // external_ids:ovn-installed="true".
