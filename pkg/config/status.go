@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"net/url"
 	"path/filepath"
+	"strings"
 	"time"
 )
 
@@ -24,10 +26,42 @@ const (
 	PoolNotReady = "notready"
 )
 
+// Pool sources: the "type" of a status.ipam object.
+const (
+	// IPAMHostLocal is host-local's own ipam object: its allocation folder.
+	IPAMHostLocal = "host-local"
+	// IPAMCilium is the Cilium agent's count (GET /v1/healthz on its socket).
+	IPAMCilium = "cilium"
+	// IPAMAWS is the AWS VPC CNI's ipamd (its introspection and metrics).
+	IPAMAWS = "aws-vpc-cni"
+)
+
+// Where ipamd is read when the ipam object does not say (the Cilium
+// agent: DefaultCiliumSocket).
+const (
+	DefaultAWSURL     = "http://127.0.0.1:61679"
+	DefaultAWSMetrics = "http://127.0.0.1:61678/metrics"
+)
+
+// CiliumIPAM is status.ipam {"type": "cilium"}.
+type CiliumIPAM struct {
+	Type   string `json:"type"`
+	Socket string `json:"socket,omitempty"`
+}
+
+// AWSIPAM is status.ipam {"type": "aws-vpc-cni"}: URL is ipamd's
+// introspection address, Metrics its metrics endpoint.
+type AWSIPAM struct {
+	Type    string `json:"type"`
+	URL     string `json:"url,omitempty"`
+	Metrics string `json:"metrics,omitempty"`
+}
+
 // StatusConf is the "status" block: what STATUS verifies besides the
 // plugin's own health.
 type StatusConf struct {
-	// IPAM is host-local's ipam object, or the string "auto".
+	// IPAM is an ipam object whose "type" names the pool source (host-local's
+	// own object, or CiliumIPAM, AWSIPAM), or the string "auto".
 	IPAM    json.RawMessage `json:"ipam,omitempty"`
 	MinFree *int            `json:"minFree,omitempty"`
 	// PoolAction is PoolTaint or PoolNotReady.
@@ -90,11 +124,8 @@ func (s *StatusConf) Defaults() {
 func (s *StatusConf) Validate() error {
 	var errs []error
 	if len(s.IPAM) > 0 && !s.IPAMAuto() {
-		var obj map[string]json.RawMessage
-		if err := json.Unmarshal(s.IPAM, &obj); err != nil {
-			errs = append(errs, errors.New(`"ipam" must be host-local's ipam object or "auto"`))
-		} else if t, _ := obj["type"]; !bytes.Equal(t, []byte(`"host-local"`)) {
-			errs = append(errs, fmt.Errorf(`"ipam": only "type": "host-local" can be counted, got %s`, string(t)))
+		if err := validateIPAM(s.IPAM); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	if *s.MinFree < 0 {
@@ -159,5 +190,75 @@ func (a *AgentConf) Validate() error {
 		return errors.New(`"kind" is required`)
 	default:
 		return fmt.Errorf(`unknown agent "kind" %q: use http or file`, a.Kind)
+	}
+}
+
+// IPAMType is the "type" of the status.ipam object; "" for "auto", none,
+// or anything but an object with a string type.
+func (s *StatusConf) IPAMType() string {
+	var obj struct {
+		Type string `json:"type"`
+	}
+	if s.IPAMAuto() || json.Unmarshal(s.IPAM, &obj) != nil {
+		return ""
+	}
+	return obj.Type
+}
+
+// validateIPAM checks status.ipam by its type. host-local's object is
+// read by the pool itself, as host-local reads it; the agent sources'
+// endpoints follow the rules of http checks: loopback or a unix socket,
+// never a name to resolve.
+func validateIPAM(raw json.RawMessage) error {
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(raw, &obj); err != nil {
+		return fmt.Errorf(`"ipam" must be "auto" or an object whose "type" is %q, %q or %q`, IPAMHostLocal, IPAMCilium, IPAMAWS)
+	}
+	var typ string
+	if t, ok := obj["type"]; !ok || json.Unmarshal(t, &typ) != nil {
+		return fmt.Errorf(`"ipam": "type" is required and must be a string: %q, %q or %q`, IPAMHostLocal, IPAMCilium, IPAMAWS)
+	}
+	switch typ {
+	case IPAMHostLocal:
+		return nil
+	case IPAMCilium:
+		var c CiliumIPAM
+		if err := StrictUnmarshal(raw, &c); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
+		if c.Socket == "" {
+			return nil
+		}
+		if !strings.HasPrefix(c.Socket, "unix://") {
+			return fmt.Errorf(`"ipam" (type %q): "socket" %q must be unix:///absolute/path.sock: the agent serves its API only on a unix socket`, typ, c.Socket)
+		}
+		if err := validateHTTPURL(c.Socket, ""); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): "socket": %w`, typ, err)
+		}
+		return nil
+	case IPAMAWS:
+		var a AWSIPAM
+		if err := StrictUnmarshal(raw, &a); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
+		var errs []error
+		if a.URL != "" {
+			if err := validateHTTPURL(a.URL, ""); err != nil {
+				errs = append(errs, err)
+			} else if u, _ := url.Parse(a.URL); u.Scheme == "http" && u.Path != "" && u.Path != "/" {
+				errs = append(errs, fmt.Errorf(`"url" %q is ipamd's introspection address, without a path, such as %q`, a.URL, DefaultAWSURL))
+			}
+		}
+		if a.Metrics != "" {
+			if err := validateHTTPURL(a.Metrics, ""); err != nil {
+				errs = append(errs, fmt.Errorf(`"metrics": %w`, err))
+			}
+		}
+		if err := errors.Join(errs...); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
+		return nil
+	default:
+		return fmt.Errorf(`"ipam": only "type": %q, %q or %q can be counted, got %q`, IPAMHostLocal, IPAMCilium, IPAMAWS, typ)
 	}
 }

@@ -173,7 +173,7 @@ func TestConditionTypeFollowsARenamedSettings(t *testing.T) {
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
 func TestOperatorReasonsAreTheSidecars(t *testing.T) {
-	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig}
+	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, poolwatch.ReasonPoolUnknown}
 	if diff := cmp.Diff(want, operatorReasons); diff != "" {
 		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}

@@ -20,6 +20,8 @@ type Metrics struct {
 	Published      *prometheus.CounterVec
 	PoolFree       *prometheus.GaugeVec
 	PoolSize       *prometheus.GaugeVec
+	PoolAddresses  *prometheus.GaugeVec
+	PoolUnknown    *prometheus.GaugeVec
 	Tainted        prometheus.Gauge
 	PendingOldest  prometheus.Gauge
 	GatedPods      prometheus.Gauge
@@ -76,6 +78,14 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_pool_size",
 			Help: "Addresses host-local can hand out in all, per network and range set.",
 		}, []string{"network", "range"}),
+		PoolAddresses: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_pool_addresses",
+			Help: "A watched pool's addresses by state (free, used, capacity), per network and source (host-local, cilium, aws-vpc-cni), for the range set with the fewest free; addresses cooling down count in neither free nor used.",
+		}, []string{"network", "source", "state"}),
+		PoolUnknown: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_pool_unknown",
+			Help: "1 while netready cannot tell whether a watched pool is exhausted (its agent does not answer, or gives no capacity): the pool never taints the node then.",
+		}, []string{"network", "source"}),
 		AddWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "netready_add_wait_seconds",
 			Help:    "How long each ADD that began while the sidecar ran waited for the network, by network and outcome: ready, timeout_proceed (a pending marker), timeout_fail (from the outcome journal: the marker is removed).",
@@ -116,7 +126,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ConstLabels: prometheus.Labels{"version": buildversion.BuildVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize,
+	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize, m.PoolAddresses, m.PoolUnknown,
 		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, m.InstallBackedOff, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

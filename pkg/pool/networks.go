@@ -13,7 +13,12 @@ import (
 // Network is a network whose netready entry asks for its pool to be
 // watched (status.ipam).
 type Network struct {
+	// Network is the network's name.
+	Network string
+	// Spec is host-local's pool; nil when an agent answers for it.
 	*Spec
+	// Source reads the pool: the Spec, or the agent.
+	Source  Source
 	MinFree int
 	// Action is the entry's status.poolAction.
 	Action string
@@ -30,7 +35,22 @@ type Network struct {
 // valid file of each network wins, as for the runtime. Files and entries
 // that are not valid come back as problems; they never hide the valid ones. err is set
 // only when the folder cannot be read at all.
+//
+// Networks leaves out the pools an agent answers for; AllNetworks has
+// them too.
 func Networks(confDir string) (nets []Network, problems, err error) {
+	all, problems, err := AllNetworks(confDir)
+	for _, n := range all {
+		if n.Spec != nil {
+			nets = append(nets, n)
+		}
+	}
+	return nets, problems, err
+}
+
+// AllNetworks is Networks with the pools that an agent answers for
+// (Cilium's, ipamd's): their Spec is nil.
+func AllNetworks(confDir string) (nets []Network, problems, err error) {
 	entries, err := os.ReadDir(confDir)
 	if err != nil {
 		return nil, nil, fmt.Errorf("read %s: %w", confDir, err)
@@ -96,9 +116,10 @@ func networkOf(f *conflist.File) (*Network, error) {
 			return nil, err
 		}
 	}
-	spec, err := Load(f.Network, ipam)
+	src, err := New(f.Network, ipam)
 	if err != nil {
 		return nil, err
 	}
-	return &Network{Spec: spec, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file, StateDir: conf.StateDir}, nil
+	spec, _ := src.(*Spec)
+	return &Network{Network: f.Network, Spec: spec, Source: src, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file, StateDir: conf.StateDir}, nil
 }

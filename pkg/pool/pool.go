@@ -1,8 +1,10 @@
-// Package pool owns counting a host-local IP pool: which pool a network's
+// Package pool owns counting a node's IP pools: which source a network's
 // netready entry names (status.ipam, or "auto" for the network's first
-// plugin), how many of its addresses are in use, and when it counts as
-// exhausted. STATUS and the sidecar's node taint both use it, so that the
-// two never disagree about a pool.
+// plugin), how many of its addresses are in use, whether it can grow, and
+// when it counts as exhausted. Each IPAM is one Source: host-local's
+// allocation folder, the Cilium agent, the AWS VPC CNI's ipamd. STATUS and
+// the sidecar's node taint both use it, so that the two never disagree
+// about a pool.
 package pool
 
 import (
@@ -18,9 +20,6 @@ import (
 	"unsafe"
 
 	"golang.org/x/sys/unix"
-
-	"github.com/netready/netready/pkg/config"
-	"github.com/netready/netready/pkg/conflist"
 )
 
 // DefaultDataDir is host-local's default dataDir.
@@ -30,19 +29,25 @@ const DefaultDataDir = "/var/lib/cni/networks"
 // how much of it is used.
 type Range struct {
 	// Set names the range set by its subnets ("10.1.0.0/24").
-	Set    string
-	Usable *big.Int
-	Used   int64
+	Set    string   `json:"set"`
+	Usable *big.Int `json:"usable"`
+	Used   int64    `json:"used"`
+	// Cooling are addresses released but not yet given out again
+	// (ipamd's cooldown): neither used nor free.
+	Cooling int64 `json:"cooling,omitempty"`
 }
 
 // Free is what is left.
 func (r Range) Free() *big.Int {
-	return new(big.Int).Sub(r.Usable, big.NewInt(r.Used))
+	return new(big.Int).Sub(r.Usable, big.NewInt(r.Used+r.Cooling))
 }
 
 // InUse says "n of m addresses in use", the wording of STATUS and of the
 // node condition.
 func (r Range) InUse() string {
+	if r.Cooling > 0 {
+		return fmt.Sprintf("%d of %s addresses in use, %d cooling down", r.Used, r.Usable, r.Cooling)
+	}
 	return fmt.Sprintf("%d of %s addresses in use", r.Used, r.Usable)
 }
 
@@ -54,26 +59,6 @@ type Spec struct {
 	// allocated address, named by the address.
 	Dir    string
 	ranges []rangeSet
-}
-
-// Resolve returns the ipam object the status block names: its own, or for
-// "auto" the host-local ipam of the first plugin of the network's config
-// file in confDir, read with conflist.Find as the runtime would.
-func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
-	if !sc.IPAMAuto() {
-		return sc.IPAM, nil
-	}
-	f, err := conflist.Find(sc.ConfDir, network)
-	if err != nil {
-		return nil, fmt.Errorf(`ipam "auto": %w`, err)
-	}
-	return AutoIPAM(f)
-}
-
-// AutoIPAM is "auto" resolved against one config file
-// (conflist.File.HostLocalIPAM).
-func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
-	return f.HostLocalIPAM()
 }
 
 // Load reads a host-local ipam object as host-local does.

@@ -1,7 +1,8 @@
 // Package status owns the answer to CNI STATUS: whether this host can take
 // ADDs now. It verifies netready's own state folder, the IP pool of a
-// host-local network when poolAction is "notready", and the health of the
-// agents the operator names.
+// network (host-local's folder, or the Cilium agent's or ipamd's count)
+// when poolAction is "notready", and the health of the agents the
+// operator names.
 // Every probe is bounded by the caller's context, which STATUS keeps under
 // one second.
 package status
@@ -46,17 +47,6 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 		errs = append(errs, err.Error())
 		mu.Unlock()
 	}
-	// With poolAction "taint" the pool is the sidecar's: a short pool
-	// taints the node instead of turning it NotReady.
-	if len(conf.Status.IPAM) > 0 && conf.Status.PoolAction == config.PoolNotReady {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if err := checkPool(conf.Name, conf.StateDir, conf.Status); err != nil {
-				fail(err)
-			}
-		}()
-	}
 	// Probes end a little before STATUS does, so that a hanging agent is
 	// reported by name.
 	probeCtx := ctx
@@ -64,6 +54,17 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 		var cancel context.CancelFunc
 		probeCtx, cancel = context.WithDeadline(ctx, d.Add(-probeMargin))
 		defer cancel()
+	}
+	// With poolAction "taint" the pool is the sidecar's: a short pool
+	// taints the node instead of turning it NotReady.
+	if len(conf.Status.IPAM) > 0 && conf.Status.PoolAction == config.PoolNotReady {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			if err := checkPool(probeCtx, conf.Name, conf.StateDir, conf.Status); err != nil {
+				fail(err)
+			}
+		}()
 	}
 	agentErrs := map[string]error{}
 	answered := make([]bool, len(conf.Status.Agents))
@@ -96,14 +97,10 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 			agentErrs[agentKey(a)] = fmt.Errorf("agent %s%s did not answer within the STATUS budget", a.URL, a.Path)
 		}
 	}
-	lasting, err := judgeAgents(conf.StateDir, conf.Name, conf.Status.Agents, agentErrs, conf.Status.FailAfterDuration, time.Now())
-	if err != nil {
-		// Without the record, a failure is reported at once rather than
-		// never.
-		for _, e := range agentErrs {
-			lasting = append(lasting, e)
-		}
-	}
+	// A record that cannot be written (a full /run) costs failAfter once
+	// more, never a NotReady node: failures that lasted by the record read
+	// stand, and a new one counts as just begun.
+	lasting, _ := judgeAgents(conf.StateDir, conf.Name, conf.Status.Agents, agentErrs, conf.Status.FailAfterDuration, time.Now())
 	for _, e := range lasting {
 		errs = append(errs, e.Error())
 	}
@@ -125,24 +122,22 @@ func stateDirUsable(dir string) error {
 	return nil
 }
 
-// checkPool fails when any range set (a pod needs one IP from each) has
-// fewer than minFree addresses left. The count is kept in stateDir between
-// calls, for as long as the pool does not change; the sidecar's pool watch
-// keeps it there too, after each change.
-func checkPool(network, stateDir string, sc *config.StatusConf) error {
+// checkPool fails when the pool is exhausted: a range set (a pod needs
+// one address from each) has fewer than minFree addresses left and the
+// source cannot grow it. A source that cannot tell (an agent that does
+// not answer within ctx) never fails it. host-local's count is kept in
+// stateDir while the folder does not change, an agent's answer for a few
+// seconds (pool.ReadForStatus).
+func checkPool(ctx context.Context, network, stateDir string, sc *config.StatusConf) error {
 	ipam, err := pool.Resolve(network, sc)
 	if err != nil {
 		return err
 	}
-	spec, err := pool.Load(network, ipam)
+	cnt, err := pool.ReadForStatus(ctx, network, stateDir, ipam)
 	if err != nil {
 		return err
 	}
-	ranges, _, err := spec.CountCached(pool.CachePath(stateDir, network), time.Now())
-	if err != nil {
-		return err
-	}
-	return pool.Shortfall(ranges, *sc.MinFree)
+	return cnt.Exhausted(*sc.MinFree)
 }
 
 // checkAgent: an http agent answers 2xx; a file agent's file exists and,

@@ -36,20 +36,22 @@ func installer(t *testing.T, args ...string) (int, string) {
 // TestStockConflists: netready-install chains netready into the config
 // each network plugin writes by default (test/fixtures/stock), leaving
 // every vendor plugin and the cniVersion as written, converting ovn-
-// kubernetes' single-plugin .conf; and refuses `status.ipam: "auto"`
-// where the chain has no host-local pool to count, naming what it uses.
+// kubernetes' single-plugin .conf; takes `status.ipam: "auto"` where it
+// can count the chain's pool (Cilium's agent, AWS's ipamd), saying which
+// source it picked, and refuses it elsewhere, naming what the chain uses.
 func TestStockConflists(t *testing.T) {
 	for _, tc := range []struct {
 		dir, file, listFile string
 		autoRefused         string // what the refusal of ipam "auto" names
+		autoPicked          string // or the source it picks
 	}{
-		{"calico", "10-calico.conflist", "10-calico.conflist", `IPAM "calico-ipam", not host-local`},
-		{"calico-host-local", "10-calico.conflist", "10-calico.conflist", `subnet "usePodCidr"`},
-		{"cilium", "05-cilium.conflist", "05-cilium.conflist", `(type "cilium-cni") has no ipam object`},
-		{"ovn-kubernetes", "10-ovn-kubernetes.conf", "10-ovn-kubernetes.conflist", `(type "ovn-k8s-cni-overlay") has no ipam object`},
-		{"flannel", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`},
-		{"k3s", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`},
-		{"aws", "10-aws.conflist", "10-aws.conflist", `(type "aws-cni") has no ipam object`},
+		{"calico", "10-calico.conflist", "10-calico.conflist", `IPAM "calico-ipam", not host-local`, ""},
+		{"calico-host-local", "10-calico.conflist", "10-calico.conflist", `subnet "usePodCidr"`, ""},
+		{"cilium", "05-cilium.conflist", "05-cilium.conflist", "", "cilium"},
+		{"ovn-kubernetes", "10-ovn-kubernetes.conf", "10-ovn-kubernetes.conflist", `(type "ovn-k8s-cni-overlay") has no ipam object`, ""},
+		{"flannel", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`, ""},
+		{"k3s", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`, ""},
+		{"aws", "10-aws.conflist", "10-aws.conflist", "", "aws-vpc-cni"},
 	} {
 		t.Run(tc.dir, func(t *testing.T) {
 			stock, err := os.ReadFile(filepath.Join("..", "fixtures", "stock", tc.dir, tc.file))
@@ -71,11 +73,19 @@ func TestStockConflists(t *testing.T) {
 
 			code, out := installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready"),
 				"--config", `{"type":"netready","status":{"ipam":"auto"}}`)
-			if code != 1 || !strings.Contains(out, tc.autoRefused) {
+			switch {
+			case tc.autoPicked != "":
+				if code != 0 || !strings.Contains(out, "source="+tc.autoPicked) {
+					t.Errorf("ipam auto on %s: exit %d, want 0 saying it picked %s:\n%s", tc.dir, code, tc.autoPicked, out)
+				}
+				// The rest of the test starts from the stock file.
+				os.WriteFile(filepath.Join(conf, tc.file), stock, 0o644)
+			case code != 1 || !strings.Contains(out, tc.autoRefused):
 				t.Errorf("ipam auto on %s: exit %d, want 1 naming %q:\n%s", tc.dir, code, tc.autoRefused, out)
-			}
-			if got, _ := os.ReadFile(filepath.Join(conf, tc.file)); !bytes.Equal(got, stock) {
-				t.Errorf("a refused install changed %s", tc.file)
+			default:
+				if got, _ := os.ReadFile(filepath.Join(conf, tc.file)); !bytes.Equal(got, stock) {
+					t.Errorf("a refused install changed %s", tc.file)
+				}
 			}
 
 			if code, out := installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(binDir, "netready")); code != 0 {
@@ -114,7 +124,7 @@ func TestStockConflists(t *testing.T) {
 			if code, out := installer(t, "--validate", filepath.Join(conf, tc.listFile)); code != 0 {
 				t.Errorf("--validate of the installed %s: exit %d\n%s", tc.listFile, code, out)
 			}
-			// --validate of the whole conflist refuses "auto" as well.
+			// --validate of the whole conflist takes or refuses "auto" as well.
 			var whole map[string]any
 			json.Unmarshal(got, &whole)
 			chain := whole["plugins"].([]any)
@@ -122,7 +132,11 @@ func TestStockConflists(t *testing.T) {
 			withAuto, _ := json.Marshal(whole)
 			autoFile := filepath.Join(t.TempDir(), tc.listFile)
 			os.WriteFile(autoFile, withAuto, 0o644)
-			if code, out := installer(t, "--validate", autoFile); code != 1 || !strings.Contains(out, tc.autoRefused) {
+			code, out = installer(t, "--validate", autoFile)
+			if tc.autoPicked != "" && code != 0 {
+				t.Errorf("--validate of %s with ipam auto: exit %d, want 0:\n%s", tc.listFile, code, out)
+			}
+			if tc.autoPicked == "" && (code != 1 || !strings.Contains(out, tc.autoRefused)) {
 				t.Errorf("--validate of %s with ipam auto: exit %d, want 1 naming %q:\n%s", tc.listFile, code, tc.autoRefused, out)
 			}
 		})

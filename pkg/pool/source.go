@@ -1,0 +1,193 @@
+package pool
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// Source is where a network's pod addresses come from: one per IPAM that
+// netready can count (status.ipam's "type").
+type Source interface {
+	// Type is the status.ipam type ("host-local", "cilium", ...).
+	Type() string
+	// Where names what is read (a folder, a socket, a URL), for messages
+	// and as the key of a kept answer.
+	Where() string
+	// Read counts the pool once, within ctx. An error is a pool that
+	// cannot be counted for a reason the operator must fix (host-local's
+	// folder cannot be read); an agent that does not answer, or answers
+	// what netready cannot read, is a Count that cannot tell. memo is what
+	// the source keeps between reads; it may change it.
+	Read(ctx context.Context, memo *Memo) (Count, error)
+}
+
+// Count is one reading of a pool.
+type Count struct {
+	// Ranges are the pool's range sets (a pod takes one address from
+	// each): a family's addresses for the agents.
+	Ranges []Range `json:"ranges,omitempty"`
+	// Grows: the source adds addresses by itself while it is short
+	// (ipamd's warm pool below the node's maximum), so being short is not
+	// being exhausted.
+	Grows bool `json:"grows,omitempty"`
+	// Unknown, when set, says why the source cannot tell whether the
+	// pool is exhausted. A pool that cannot tell is never exhausted;
+	// Ranges may still hold what was counted.
+	Unknown string `json:"unknown,omitempty"`
+	// Said is the source's own account of its count ("IPv4: 14/14
+	// allocated from 10.2.0.0/28"), which messages quote.
+	Said string `json:"said,omitempty"`
+}
+
+// Memo is what a source keeps from one read to the next: in STATUS's
+// kept answer (one short process per call), or in the sidecar's memory.
+type Memo struct {
+	// Refusals is ipamd's count of EC2 refusing addresses for want of
+	// them (awscni_aws_api_error_count of InsufficientCidrBlocks and
+	// InsufficientFreeAddressesInSubnet) at the last read; RefusedAt is
+	// when it was last seen to rise.
+	Refusals  *float64  `json:"refusals,omitempty"`
+	RefusedAt time.Time `json:"refusedAt,omitzero"`
+}
+
+// Exhausted says why the pool is exhausted: a range set has fewer than
+// minFree addresses left and the source cannot grow it. nil when it has
+// room, when it grows, and when it cannot tell.
+func (c Count) Exhausted(minFree int) error {
+	if c.Unknown != "" || c.Grows {
+		return nil
+	}
+	err := Shortfall(c.Ranges, minFree)
+	if err == nil || c.Said == "" {
+		return err
+	}
+	return fmt.Errorf("%w: %s", err, c.Said)
+}
+
+// kind is one source in the table: its status.ipam type, the first
+// plugins whose pools it counts (for "auto"), and how to make it from
+// the ipam object.
+type kind struct {
+	typ     string
+	plugins []string
+	make    func(network string, ipam json.RawMessage) (Source, error)
+}
+
+// kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go):
+// adding one is its file and a line here.
+var kinds = []kind{hostLocalKind, ciliumKind, awsKind}
+
+// New makes the source an ipam object names (Resolve's answer).
+func New(network string, ipam json.RawMessage) (Source, error) {
+	var obj struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(ipam, &obj); err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	for _, k := range kinds {
+		if k.typ == obj.Type {
+			return k.make(network, ipam)
+		}
+	}
+	return nil, fmt.Errorf("status ipam: netready cannot count a pool of type %q", obj.Type)
+}
+
+// TypeOf is the "type" of an ipam object: the source it names.
+func TypeOf(ipam json.RawMessage) string {
+	var obj struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(ipam, &obj)
+	return obj.Type
+}
+
+// IsAgent reports whether ipam names a source that a node agent answers
+// for (not host-local's folder).
+func IsAgent(ipam json.RawMessage) bool {
+	t := TypeOf(ipam)
+	return t != "" && t != config.IPAMHostLocal
+}
+
+// Resolve returns the ipam object the status block names: its own, or for
+// "auto" the one AutoIPAM picks from the network's config file in
+// confDir, read with conflist.Find as the runtime would.
+func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
+	if !sc.IPAMAuto() {
+		return sc.IPAM, nil
+	}
+	f, err := conflist.Find(sc.ConfDir, network)
+	if err != nil {
+		return nil, fmt.Errorf(`ipam "auto": %w`, err)
+	}
+	return AutoIPAM(f)
+}
+
+// AutoIPAM is "auto" resolved against one config file: the host-local
+// ipam of its first plugin (conflist.File.HostLocalIPAM), or else the
+// source of the first plugin's type (cilium-cni: the Cilium agent,
+// aws-cni: ipamd), with the source's defaults.
+func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
+	if f.PrimaryIPAM() != nil {
+		return f.HostLocalIPAM()
+	}
+	first, ipamType := f.PrimaryTypes()
+	for _, k := range kinds {
+		if slices.Contains(k.plugins, first) {
+			return json.RawMessage(fmt.Sprintf(`{"type":%q}`, k.typ)), nil
+		}
+	}
+	var known []string
+	for _, k := range kinds {
+		known = append(known, k.plugins...)
+	}
+	found := "has no ipam object"
+	if ipamType != "" {
+		found = fmt.Sprintf("has IPAM %q, not host-local,", ipamType)
+	}
+	return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) %s and is none of %s: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`,
+		f.Path, first, found, strings.Join(known, ", "))
+}
+
+// Describe is a count as the node condition and kubectl netready say it:
+// "network (source): n of m addresses in use" for each range set, and
+// whether the source can grow its pool or cannot tell.
+func (c Count) Describe(network, source string) string {
+	parts := make([]string, 0, len(c.Ranges))
+	for _, r := range c.Ranges {
+		p := r.InUse()
+		if len(c.Ranges) > 1 || r.Set != "IPv4" && r.Set != "IPv6" {
+			p += " in " + r.Set
+		}
+		parts = append(parts, p)
+	}
+	s := network + " (" + source + ")"
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	switch {
+	case c.Unknown != "":
+		s += "; cannot tell: " + c.Unknown
+	case c.Grows:
+		s += "; the source can add addresses"
+	}
+	return s
+}
+
+// Tightest is the range set with the fewest addresses free: the one that
+// stops pods first. ok is false when nothing was counted.
+func (c Count) Tightest() (r Range, ok bool) {
+	for i, x := range c.Ranges {
+		if i == 0 || x.Free().Cmp(r.Free()) < 0 {
+			r = x
+		}
+	}
+	return r, len(c.Ranges) > 0
+}

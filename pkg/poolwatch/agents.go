@@ -1,0 +1,72 @@
+package poolwatch
+
+import (
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netready/netready/pkg/pool"
+)
+
+// ReasonPoolUnknown is the reason of the Warning Node Event for a pool
+// netready cannot tell about: its agent does not answer, answers what
+// netready cannot read, or gives no capacity. Such a pool never taints
+// the node.
+const ReasonPoolUnknown = "NetreadyPoolUnknown"
+
+// agentPoll is how often an agent's pool is read: agents send no inotify
+// event, and refresh their own counts about this often (Cilium's status
+// collector: every 5 s).
+const agentPoll = 5 * time.Second
+
+// hasAgents reports whether a watched pool is an agent's.
+func (w *Watcher) hasAgents() bool {
+	for _, n := range w.nets {
+		if n.Spec == nil {
+			return true
+		}
+	}
+	return false
+}
+
+// noteUnknown keeps netready_pool_unknown and records a Warning Node
+// Event once per network and cause: when why is new, not at every read.
+func (w *Watcher) noteUnknown(n pool.Network, why string) {
+	v := 0.0
+	if why != "" {
+		v = 1
+	}
+	w.metrics.PoolUnknown.WithLabelValues(n.Network, n.Source.Type()).Set(v)
+	if w.unknown[n.Network] == why {
+		return
+	}
+	w.unknown[n.Network] = why
+	if why == "" {
+		w.log.Info("the pool can be counted again", "network", n.Network, "source", n.Source.Type())
+		return
+	}
+	w.log.Warn("cannot tell whether the pool is exhausted; it does not taint the node", "network", n.Network, "source", n.Source.Type(), "why", why)
+	if w.events == nil {
+		return
+	}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
+	w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonPoolUnknown, "Count",
+		"network %s: netready cannot tell whether its IP pool (%s) is exhausted, so the pool does not taint the node: %s", n.Network, n.Source.Type(), why)
+}
+
+// setAddresses keeps netready_pool_addresses for the range set with the
+// fewest free addresses.
+func (w *Watcher) setAddresses(n pool.Network, cnt pool.Count) {
+	r, ok := cnt.Tightest()
+	if !ok {
+		return
+	}
+	free, _ := r.Free().Float64()
+	capacity, _ := r.Usable.Float64()
+	src := n.Source.Type()
+	w.metrics.PoolAddresses.WithLabelValues(n.Network, src, "free").Set(free)
+	w.metrics.PoolAddresses.WithLabelValues(n.Network, src, "used").Set(float64(r.Used))
+	w.metrics.PoolAddresses.WithLabelValues(n.Network, src, "capacity").Set(capacity)
+}

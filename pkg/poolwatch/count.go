@@ -1,0 +1,149 @@
+package poolwatch
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"time"
+
+	"github.com/fsnotify/fsnotify"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/pool"
+)
+
+// judgement is one count of every watched pool.
+type judgement struct {
+	short   bool     // a pool with poolAction taint is short
+	unsure  bool     // something could not be read: never lift the taint
+	message []string // per network
+	// reloaded: the config folder was read again for this count.
+	reloaded bool
+}
+
+// judge counts every pool. It reads the config folder first on full rounds
+// and after a change in it, and keeps the inotify watches in step.
+func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
+	reloaded := false
+	if !w.loaded || full || w.confChanged.Swap(false) {
+		w.loadNetworks()
+		reloaded = true
+	}
+	nets, held := w.counted()
+	// Every time: host-local makes a network's folder at its first ADD.
+	w.addWatches(fsw, nets)
+	j := judgement{unsure: w.netsUnsure, reloaded: reloaded}
+	series := map[[2]string]bool{}
+	w.keepAt = time.Time{}
+	for _, n := range nets {
+		cnt, keepAt, err := w.count(n, time.Now())
+		if !keepAt.IsZero() && (w.keepAt.IsZero() || keepAt.Before(w.keepAt)) {
+			w.keepAt = keepAt
+		}
+		if err != nil {
+			j.unsure = true
+			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
+			continue // its hysteresis stays as it was
+		}
+		w.noteUnknown(n, cnt.Unknown)
+		w.setAddresses(n, cnt)
+		for _, r := range cnt.Ranges {
+			key := n.Network + " " + r.Set
+			was, seen := w.short[key]
+			if !seen {
+				was = !w.seedDone && *w.seeded
+			}
+			// Can't tell is never exhausted, and a pool its source grows
+			// is not exhausted while it is short.
+			s := pool.Short(r, n.MinFree, was) && cnt.Unknown == "" && !cnt.Grows
+			w.short[key] = s
+			if s && n.Action == config.PoolTaint {
+				j.short = true
+			}
+			if n.Spec != nil {
+				free, _ := r.Free().Float64()
+				size, _ := r.Usable.Float64()
+				w.metrics.PoolFree.WithLabelValues(n.Network, r.Set).Set(free)
+				w.metrics.PoolSize.WithLabelValues(n.Network, r.Set).Set(size)
+				series[[2]string{n.Network, r.Set}] = true
+			}
+		}
+		msg := pool.Describe(n.Network, cnt.Ranges)
+		if n.Spec == nil {
+			msg = cnt.Describe(n.Network, n.Source.Type())
+		}
+		msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
+		if g, ok := held[n.Network]; ok {
+			msg += fmt.Sprintf(" (its netready entry left the CNI config at %s; still counted until %s)",
+				g.since.UTC().Format(time.RFC3339), g.since.Add(w.forgetAfter).UTC().Format(time.RFC3339))
+		}
+		j.message = append(j.message, msg)
+	}
+	// Series of pools no longer watched go; the others are never absent
+	// from a scrape.
+	for s := range w.series {
+		if !series[s] {
+			w.metrics.PoolFree.DeleteLabelValues(s[0], s[1])
+			w.metrics.PoolSize.DeleteLabelValues(s[0], s[1])
+		}
+	}
+	w.series = series
+	if !j.unsure {
+		w.seedDone = true
+	}
+	return j
+}
+
+// counted is every network to count: those of the config folder, and
+// those whose entry left it less than forgetAfter ago (returned apart too).
+// Networks held longer are forgotten here.
+func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
+	nets := slices.Clone(w.nets)
+	held := map[string]goneNetwork{}
+	for name, g := range w.gone {
+		if w.now().Sub(g.since) >= w.forgetAfter {
+			delete(w.gone, name)
+			w.log.Info("forgetting a network whose netready entry left the CNI config", "network", name, "since", g.since)
+			continue
+		}
+		nets = append(nets, g.Network)
+		held[name] = g
+	}
+	return nets, held
+}
+
+// count counts one network's pool. A missing allocation folder is an empty
+// pool (host-local makes it at the network's first ADD), but a missing
+// dataDir above it is a folder this container does not see: not mounted.
+//
+// A pool that STATUS counts (poolAction "notready") is counted through
+// STATUS's kept count, and the count is kept there: STATUS then reads one
+// small file instead of the whole folder after each change. keepAt is when
+// a pool that changed too recently to keep a count can be counted again.
+//
+// An agent's pool is read from the agent, within its bound; it cannot
+// tell rather than fail.
+func (w *Watcher) count(n pool.Network, start time.Time) (cnt pool.Count, keepAt time.Time, err error) {
+	if n.Spec == nil {
+		memo := w.memos[n.Network]
+		if memo == nil {
+			memo = &pool.Memo{}
+			w.memos[n.Network] = memo
+		}
+		cnt, err = n.Source.Read(context.Background(), memo)
+		return cnt, time.Time{}, err
+	}
+	if _, err := os.Stat(filepath.Dir(n.Dir)); errors.Is(err, fs.ErrNotExist) {
+		return cnt, time.Time{}, fmt.Errorf("host-local's dataDir %s does not exist here: mount it into the sidecar at the same path", filepath.Dir(n.Dir))
+	}
+	if n.Action != config.PoolNotReady {
+		cnt.Ranges, err = n.Count()
+		return cnt, time.Time{}, err
+	}
+	cnt.Ranges, keepAt, err = n.CountCached(pool.CachePath(n.StateDir, n.Network), start)
+	return cnt, keepAt, err
+}
