@@ -10,14 +10,15 @@ K8S_BIN := $(CACHE)/k8s
 CRIO_BIN := $(CACHE)/crio
 CILIUM_BIN := $(CACHE)/cilium
 PROMTOOL_BIN := $(CACHE)/promtool
+HELM_BIN := $(CACHE)/helm
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI_BIN := $(CACHE)/golangci-lint
 # The release `make test` builds and checks, as `make release` would.
 TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
-TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_CILIUM_BIN=$(CILIUM_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
+TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_CILIUM_BIN=$(CILIUM_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_HELM=$(HELM_BIN)/helm NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
 
-.PHONY: golangci race all build image client-image release test-release demo-node deps tools containerd k8s crio cilium promtool demo test unit integration bench fuzz lint clean
+.PHONY: golangci race all build image client-image release test-release demo-node deps tools containerd k8s crio cilium promtool helm demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -73,6 +74,9 @@ cilium: deps
 promtool:
 	@scripts/build-promtool.sh $(PROMTOOL_BIN)
 
+helm:
+	@scripts/build-helm.sh $(HELM_BIN)
+
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
@@ -84,7 +88,7 @@ demo-node: deps tools containerd k8s build image client-image test-release
 	  $(GO) test -tags 'integration demo' -count=1 -run '^(TestNodeDemo|TestFirstPacket)$$' -v -timeout 20m ./test/integration/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s crio cilium promtool build image client-image test-release unit integration
+test: deps tools containerd k8s crio cilium promtool helm build image client-image test-release unit integration
 
 unit:
 	$(GO) test -count=1 ./...

@@ -7,7 +7,9 @@
 # the operator's tools (kubectl-netready, and netready-install for
 # --validate) for darwin/amd64, darwin/arm64 and windows/amd64 too, each in
 # its own archive with an SBOM; a krew plugin manifest (netready.yaml) with
-# every kubectl-netready archive's sha256; and SHA256SUMS of all of it.
+# every kubectl-netready archive's sha256; the Helm chart
+# (netready-VERSION.tgz, rendering the pinned deploy/); and SHA256SUMS of
+# all of it.
 # Usage: release.sh VERSION OUT CACHE
 set -euo pipefail
 version=$1 out=$2 cache=$3
@@ -77,6 +79,14 @@ cp -r "$root/deploy" "$work/deploy"
 sed -i "s|^    newTag: dev$|    newTag: $version|" "$work/deploy/kustomization.yaml"
 grep -q "newTag: $version" "$work/deploy/kustomization.yaml" || die "deploy/kustomization.yaml has no images entry with newTag: dev to pin"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -czf "$out/netready-$version-deploy.tar.gz" deploy
+
+# The Helm chart, netready-$version.tgz: it renders deploy/ through its
+# files/deploy link, which in this copy finds the pinned deploy/ above.
+"$root/scripts/build-helm.sh" "$cache/helm" >&2
+mkdir -p "$work/charts" && cp -r "$root/charts/netready" "$work/charts/"
+"$cache/helm/helm" package "$work/charts/netready" --version "$version" --app-version "$version" -d "$out" 2>&1 >/dev/null \
+  | { grep -v 'found symbolic link in path' || true; } >&2
+[ -f "$out/netready-$version.tgz" ] || die "helm package wrote no $out/netready-$version.tgz"
 
 (cd "$out" && sha256sum -- * > SHA256SUMS)
 echo "release: $version -> $out"
