@@ -12,7 +12,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/netready/netready/pkg/atomicfile"
@@ -331,15 +330,4 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		removed = append(removed, name)
 	}
 	return removed, errors.Join(errs...)
-}
-
-// changedAt is when a file's inode last changed. The change time, unlike
-// the modification time, moves when Replace swaps a temp file with the
-// marker: the temp file then holds the old marker's content and times,
-// yet is part of a write in progress.
-func changedAt(info fs.FileInfo) time.Time {
-	if st, ok := info.Sys().(*syscall.Stat_t); ok {
-		return time.Unix(st.Ctim.Unix())
-	}
-	return info.ModTime()
 }

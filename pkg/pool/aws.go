@@ -27,8 +27,7 @@ import (
 // awscni_ip_max addresses already, or EC2 refused it more (the subnet has
 // none left) within refusalWindow.
 var awsKind = kind{
-	typ:     config.IPAMAWS,
-	plugins: []string{"aws-cni"},
+	typ: config.IPAMAWS,
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		var c config.AWSIPAM
 		if err := config.StrictUnmarshal(ipam, &c); err != nil {

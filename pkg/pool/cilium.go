@@ -28,8 +28,7 @@ import (
 // counted but cannot tell. Multi-pool ("2 IPAM pool(s) available") and a
 // delegated IPAM give no capacity at all: cannot tell.
 var ciliumKind = kind{
-	typ:     config.IPAMCilium,
-	plugins: []string{"cilium-cni"},
+	typ: config.IPAMCilium,
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		var c config.CiliumIPAM
 		if err := config.StrictUnmarshal(ipam, &c); err != nil {

@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"slices"
 	"strings"
 	"time"
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/poolsource"
 )
 
 // Source is where a network's pod addresses come from: one per IPAM that
@@ -71,13 +71,12 @@ func (c Count) Exhausted(minFree int) error {
 	return fmt.Errorf("%w: %s", err, c.Said)
 }
 
-// kind is one source in the table: its status.ipam type, the first
-// plugins whose pools it counts (for "auto"), and how to make it from
-// the ipam object.
+// kind is one source in the table: its status.ipam type and how to make
+// it from the ipam object. Which first plugins "auto" maps to it is
+// pkg/poolsource's, which the installer links without this package.
 type kind struct {
-	typ     string
-	plugins []string
-	make    func(network string, ipam json.RawMessage) (Source, error)
+	typ  string
+	make func(network string, ipam json.RawMessage) (Source, error)
 }
 
 // kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go):
@@ -100,19 +99,10 @@ func New(network string, ipam json.RawMessage) (Source, error) {
 	return nil, fmt.Errorf("status ipam: netready cannot count a pool of type %q", obj.Type)
 }
 
-// TypeOf is the "type" of an ipam object: the source it names.
-func TypeOf(ipam json.RawMessage) string {
-	var obj struct {
-		Type string `json:"type"`
-	}
-	_ = json.Unmarshal(ipam, &obj)
-	return obj.Type
-}
-
 // IsAgent reports whether ipam names a source that a node agent answers
 // for (not host-local's folder).
 func IsAgent(ipam json.RawMessage) bool {
-	t := TypeOf(ipam)
+	t := poolsource.TypeOf(ipam)
 	return t != "" && t != config.IPAMHostLocal
 }
 
@@ -127,33 +117,7 @@ func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
 	if err != nil {
 		return nil, fmt.Errorf(`ipam "auto": %w`, err)
 	}
-	return AutoIPAM(f)
-}
-
-// AutoIPAM is "auto" resolved against one config file: the host-local
-// ipam of its first plugin (conflist.File.HostLocalIPAM), or else the
-// source of the first plugin's type (cilium-cni: the Cilium agent,
-// aws-cni: ipamd), with the source's defaults.
-func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
-	if f.PrimaryIPAM() != nil {
-		return f.HostLocalIPAM()
-	}
-	first, ipamType := f.PrimaryTypes()
-	for _, k := range kinds {
-		if slices.Contains(k.plugins, first) {
-			return json.RawMessage(fmt.Sprintf(`{"type":%q}`, k.typ)), nil
-		}
-	}
-	var known []string
-	for _, k := range kinds {
-		known = append(known, k.plugins...)
-	}
-	found := "has no ipam object"
-	if ipamType != "" {
-		found = fmt.Sprintf("has IPAM %q, not host-local,", ipamType)
-	}
-	return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) %s and is none of %s: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`,
-		f.Path, first, found, strings.Join(known, ", "))
+	return poolsource.AutoIPAM(f)
 }
 
 // Describe is a count as the node condition and kubectl netready say it:

@@ -11,6 +11,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/netready/netready/pkg/conflist"
+	"github.com/netready/netready/pkg/poolsource"
 )
 
 // TestAutoIPAM: "auto" picks the source from the chain's first plugin:
@@ -38,7 +39,7 @@ func TestAutoIPAM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ipam, err := AutoIPAM(f)
+			ipam, err := poolsource.AutoIPAM(f)
 			got := string(ipam)
 			if err != nil {
 				got = err.Error()

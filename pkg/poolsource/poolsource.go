@@ -1,0 +1,54 @@
+// Package poolsource owns which pool source a network's chain names for
+// status.ipam "auto": host-local's ipam object of the first plugin, or the
+// source of the first plugin's type. It is kept apart from pkg/pool, which
+// counts pools on Linux nodes, so that the installer's --validate builds
+// for every platform.
+package poolsource
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/netready/netready/pkg/conflist"
+)
+
+// byPlugin maps a chain's first plugin type to the status.ipam type that
+// counts its pool, in the order messages list them.
+var byPlugin = []struct{ plugin, typ string }{
+	{"cilium-cni", "cilium"},
+	{"aws-cni", "aws-vpc-cni"},
+}
+
+// TypeOf is the "type" of an ipam object: the source it names.
+func TypeOf(ipam json.RawMessage) string {
+	var obj struct {
+		Type string `json:"type"`
+	}
+	_ = json.Unmarshal(ipam, &obj)
+	return obj.Type
+}
+
+// AutoIPAM is "auto" resolved against one config file: the host-local
+// ipam of its first plugin (conflist.File.HostLocalIPAM), or else the
+// source of the first plugin's type (cilium-cni: the Cilium agent,
+// aws-cni: ipamd), with the source's defaults.
+func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
+	if f.PrimaryIPAM() != nil {
+		return f.HostLocalIPAM()
+	}
+	first, ipamType := f.PrimaryTypes()
+	var known []string
+	for _, b := range byPlugin {
+		if b.plugin == first {
+			return json.RawMessage(fmt.Sprintf(`{"type":%q}`, b.typ)), nil
+		}
+		known = append(known, b.plugin)
+	}
+	found := "has no ipam object"
+	if ipamType != "" {
+		found = fmt.Sprintf("has IPAM %q, not host-local,", ipamType)
+	}
+	return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) %s and is none of %s: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`,
+		f.Path, first, found, strings.Join(known, ", "))
+}
