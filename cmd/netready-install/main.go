@@ -56,10 +56,10 @@ func run(args []string, stdout, stderr io.Writer) int {
 	validate := fs.String("validate", "", `check the entry (or the conflist's netready entry) in this file ("-": stdin) with the plugin's rules, print every problem and exit 1 if any; nothing is written`)
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			stdout.Write(parseOut.Bytes())
+			_, _ = stdout.Write(parseOut.Bytes())
 			return 0
 		}
-		stderr.Write(parseOut.Bytes())
+		_, _ = stderr.Write(parseOut.Bytes())
 		return 2
 	}
 	if *showVersion {

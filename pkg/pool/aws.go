@@ -281,7 +281,7 @@ func parseIPAMDMetrics(body []byte) (ipamdMetrics, error) {
 
 // metricLine splits `name{labels} value [timestamp]`.
 func metricLine(line string) (name, labels string, value float64, ok bool) {
-	rest := line
+	var rest string
 	if i := strings.IndexAny(line, "{ "); i < 0 {
 		return "", "", 0, false
 	} else if line[i] == '{' {

@@ -52,7 +52,7 @@ func newIPAMDStandIn(t *testing.T, enis, metrics string) *ipamdStandIn {
 			name = s.metrics.Load().(string)
 		}
 		if name == "" {
-			http.Error(w, "Service Unavailable", 503)
+			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
 			return
 		}
 		w.Write(fixture(t, name))

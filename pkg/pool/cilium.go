@@ -115,20 +115,20 @@ func parseCiliumFamily(family, s string) (r Range, grows bool, err error) {
 	if !hasCIDR {
 		var ok bool
 		if counts, ok = strings.CutSuffix(s, " allocated"); !ok {
-			return Range{}, false, fmt.Errorf("Cilium's %s status %q has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out", family, s)
+			return Range{}, false, fmt.Errorf("the Cilium agent's %s status %q has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out", family, s)
 		}
 	}
 	used, capacity, ok := strings.Cut(counts, "/")
 	n, err1 := strconv.ParseInt(used, 10, 64)
 	m, ok2 := new(big.Int).SetString(capacity, 10)
 	if !ok || err1 != nil || !ok2 || n < 0 || m.Sign() < 0 {
-		return Range{}, false, fmt.Errorf("Cilium's %s status %q: the count is not N/M", family, s)
+		return Range{}, false, fmt.Errorf("the Cilium agent's %s status %q: the count is not N/M", family, s)
 	}
 	r = Range{Set: family, Usable: m, Used: n}
 	if hasCIDR {
 		p, err := netip.ParsePrefix(from)
 		if err != nil {
-			return Range{}, false, fmt.Errorf("Cilium's %s status %q: bad CIDR: %v", family, s, err)
+			return Range{}, false, fmt.Errorf("the Cilium agent's %s status %q: bad CIDR: %v", family, s, err)
 		}
 		r.Set = p.String()
 	}

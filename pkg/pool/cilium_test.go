@@ -61,14 +61,14 @@ func TestParseCiliumIPAM(t *testing.T) {
 				Unknown: `Cilium's IPv4 pool ("3/10 allocated") can grow through its operator (CRD or ENI IPAM), up to a limit the agent does not show`}},
 		{"multi-pool has no capacity", "IPv4: 2 IPAM pool(s) available, ",
 			view{Said: `Cilium says "IPv4: 2 IPAM pool(s) available"`,
-				Unknown: `Cilium's IPv4 status "2 IPAM pool(s) available" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`}},
+				Unknown: `the Cilium agent's IPv4 status "2 IPAM pool(s) available" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`}},
 		{"delegated IPAM", "IPv4: delegated to plugin, ",
 			view{Said: `Cilium says "IPv4: delegated to plugin"`,
-				Unknown: `Cilium's IPv4 status "delegated to plugin" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`}},
+				Unknown: `the Cilium agent's IPv4 status "delegated to plugin" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`}},
 		{"an unknown form", "Not running",
 			view{Said: `Cilium says "Not running"`, Unknown: `the Cilium agent's ipam status "Not running" is in a form netready does not know`}},
 		{"counts that are not numbers", "IPv4: many/254 allocated from 10.0.0.0/24, ",
-			view{Said: `Cilium says "IPv4: many/254 allocated from 10.0.0.0/24"`, Unknown: `Cilium's IPv4 status "many/254 allocated from 10.0.0.0/24": the count is not N/M`}},
+			view{Said: `Cilium says "IPv4: many/254 allocated from 10.0.0.0/24"`, Unknown: `the Cilium agent's IPv4 status "many/254 allocated from 10.0.0.0/24": the count is not N/M`}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -40,7 +40,7 @@ func TestAutoIPAM(t *testing.T) {
 				t.Fatal(err)
 			}
 			ipam, err := poolsource.AutoIPAM(f)
-			got := string(ipam)
+			var got string
 			if err != nil {
 				got = err.Error()
 			} else {
@@ -96,7 +96,7 @@ func TestCountDescribe(t *testing.T) {
 	}{
 		{parseCiliumIPAM("IPv4: 14/14 allocated from 10.200.95.0/28, "), "cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28"},
 		{parseCiliumIPAM("IPv4: 2 IPAM pool(s) available, "),
-			`cilium (cilium); cannot tell: Cilium's IPv4 status "2 IPAM pool(s) available" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`},
+			`cilium (cilium); cannot tell: the Cilium agent's IPv4 status "2 IPAM pool(s) available" has no capacity (multi-pool IPAM, or IPAM delegated to a plugin): netready cannot tell when it runs out`},
 		{Count{Ranges: []Range{{Set: "IPv4", Usable: big.NewInt(5), Used: 3, Cooling: 1}}, Grows: true},
 			"cilium (cilium): 3 of 5 addresses in use, 1 cooling down; the source can add addresses"},
 		{Count{Ranges: []Range{{Set: "IPv4", Usable: big.NewInt(5), Used: 3}, {Set: "IPv6", Usable: big.NewInt(9), Used: 3}}},

@@ -43,7 +43,7 @@ func TestAgentPoolTaint(t *testing.T) {
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if down.Load() {
-			http.Error(w, "down", 503)
+			http.Error(w, "down", http.StatusServiceUnavailable)
 			return
 		}
 		json.NewEncoder(w).Encode(map[string]any{"ipam": map[string]any{"status": status.Load().(string)}})
