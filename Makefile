@@ -81,11 +81,11 @@ demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh
 
 # The node of the node test, one gated pod and a slow agent, watched with
-# kubectl get pod -w; then the first-packet test's counts (TestFirstPacket);
-# then everything is torn down.
+# kubectl get pod -w; then the first-packet test's counts
+# (TestFirstConnectionSucceedsForEveryPod); then everything is torn down.
 demo-node: deps tools containerd k8s build image client-image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \
-	  $(GO) test -tags 'integration demo' -count=1 -run '^(TestNodeDemo|TestFirstPacket)$$' -v -timeout 20m ./test/integration/ 2>&1 | \
+	  $(GO) test -tags 'integration demo' -count=1 -run '^(TestNodeDemo|TestFirstConnectionSucceedsForEveryPod)$$' -v -timeout 20m ./test/integration/node/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
 test: deps tools containerd k8s crio cilium promtool helm build image client-image test-release unit integration
@@ -101,7 +101,7 @@ integration:
 
 bench: deps tools containerd k8s build image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \
-	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 45m ./test/integration/...
+	  $(GO) test -tags integration -run '^$$' -bench . -benchtime 1x -count=1 -timeout 45m ./test/integration/bench/
 
 # Each fuzz target for FUZZTIME; their seed corpora (and any crash found,
 # kept in testdata/fuzz) already run in `make unit`.

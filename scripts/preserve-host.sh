@@ -20,8 +20,8 @@ had_run_containerd=0; [ -e /run/containerd ] && had_run_containerd=1
 netns_before=$(ip netns list 2>/dev/null | awk '{print $1}')
 links_before=$(ip -o link show | awk -F': ' '{print $2}' | cut -d@ -f1)
 rules_before=$(iptables -w 5 -S FORWARD 2>/dev/null)
-# The node test (TestNode): kubelet changes these sysctls and hard-codes
-# /var/lib/kubelet and /var/log/containers.
+# The node tests (test/integration/node): kubelet changes these sysctls and
+# hard-codes /var/lib/kubelet and /var/log/containers.
 node_sysctls=(vm.overcommit_memory vm.panic_on_oom kernel.panic kernel.panic_on_oops)
 declare -A node_saved
 for s in "${node_sysctls[@]}"; do node_saved[$s]=$(sysctl -n "$s"); done

@@ -1,0 +1,405 @@
+//go:build integration
+
+package bench
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/test/harness"
+)
+
+// scaleRun is one churn's figures.
+type scaleRun struct {
+	gated, ungated int
+	// latency: marker written -> condition True seen through a watch.
+	latency []time.Duration
+	// apiCPU, etcdCPU: CPU seconds the processes used during the churn.
+	apiCPU, etcdCPU float64
+	apiRSS          []float64 // MB, sampled each second
+	window          [2]time.Time
+}
+
+// BenchmarkSidecarsAt100Nodes: one real kube-apiserver and etcd, 100 Node
+// objects and 100 real netready-sidecar processes, each for its own node
+// (pool watch off: this measures pod publishing). A driver binds pods by
+// nodeName at 20 gated and 5 ungated starts a second across the cluster,
+// writes the marker ADD would write, and deletes each pod (and its marker,
+// as DEL does) 30 s later. The same churn runs first without sidecars.
+// Requests are attributed to the sidecars by the API server's audit log
+// (their user); watch connections come from its /metrics; CPU from /proc.
+// Last, a real kubelet node shows what kubelet itself writes per pod start.
+// NETREADY_SCALE_NODES and NETREADY_SCALE_CHURN shorten it.
+func BenchmarkSidecarsAt100Nodes(b *testing.B) {
+	nodes := 100
+	if v, err := strconv.Atoi(os.Getenv("NETREADY_SCALE_NODES")); err == nil && v > 0 {
+		nodes = v
+	}
+	churn := 2 * time.Minute
+	if v, err := time.ParseDuration(os.Getenv("NETREADY_SCALE_CHURN")); err == nil && v > 0 {
+		churn = v
+	}
+	dir := b.TempDir()
+	policy := filepath.Join(dir, "audit-policy.yaml")
+	os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["`+harness.AgentUser+`"]
+  - level: None
+`), 0o644)
+	auditLog := filepath.Join(dir, "audit.log")
+	a := harness.StartAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	cfg := a.Config(harness.AdminToken)
+	cfg.QPS, cfg.Burst = 500, 1000
+	driver := kubernetes.NewForConfigOrDie(cfg)
+	ctx := context.Background()
+	names := make([]string, nodes)
+	states := make([]string, nodes)
+	for i := range nodes {
+		names[i] = fmt.Sprintf("scale-%03d", i)
+		states[i] = filepath.Join(dir, "state", names[i])
+		os.MkdirAll(states[i], 0o755)
+		if _, err := driver.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}, metav1.CreateOptions{}); err != nil {
+			b.Fatal(err)
+		}
+	}
+
+	without := scaleChurn(b, a, driver, names, states, "a", churn, false)
+
+	// The API server idle, before and after the sidecars start: what their
+	// watches alone hold, apart from the heap a churn grows.
+	idleWithout := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
+	watchesBefore := podWatches(b, a)
+	startedAt := time.Now()
+	for i := range nodes {
+		harness.StartSidecar(b, a, states[i], names[i], "--cni-conf-dir", "")
+	}
+	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
+	watches := [2]int{watchesBefore, podWatches(b, a)}
+	idleWith := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
+	with := scaleChurn(b, a, driver, names, states, "b", churn, true)
+
+	reqs, byPod := auditCounts(b, auditLog, with.window)
+	startup, _ := auditCounts(b, auditLog, [2]time.Time{startedAt, with.window[0]})
+	// Writes about each pod: its status patches and Events, by the pod's
+	// name ("b-<i>", ungated when i%5 == 4).
+	gatedWrites, ungatedReqs := 0, 0
+	for pod, n := range byPod {
+		i, err := strconv.Atoi(strings.TrimPrefix(pod, "b-"))
+		switch {
+		case err != nil:
+		case i%5 == 4:
+			ungatedReqs += n
+		default:
+			gatedWrites += n
+		}
+	}
+	perGated := float64(gatedWrites) / float64(with.gated)
+	fmt.Printf("\nThe sidecar at %d nodes: %d gated and %d ungated pod starts in %s (%.0f a second), each pod deleted 30 s after its start; the same churn without sidecars first.\n",
+		nodes, with.gated, with.ungated, churn, float64(with.gated+with.ungated)/churn.Seconds())
+	fmt.Println("| measure | value | goal | |")
+	fmt.Println("|---|---|---|---|")
+	fmt.Printf("| API writes per gated pod start (pods/status patches and Events) | %.3f (%d for %d) | exactly 1 | %s |\n", perGated, gatedWrites, with.gated, metOrMissed(gatedWrites == with.gated))
+	fmt.Printf("| requests about ungated pods | %d for %d | 0 | %s |\n", ungatedReqs, with.ungated, metOrMissed(ungatedReqs == 0))
+	lists := reqs["list pods"]
+	fmt.Printf("| LISTs during the churn | %d (start-up: %d LIST, %d WATCH) | none after start-up but re-lists | %s |\n", lists, startup["list pods"], startup["watch pods"], metOrMissed(lists == 0))
+	fmt.Printf("| every sidecar request during the churn | %s | | |\n", formatCounts(reqs))
+	fmt.Printf("| marker -> condition, p50 / p99 | %s / %s (%d pods) | | |\n", harness.Ms(harness.Percentile(with.latency, .5)), harness.Ms(harness.Percentile(with.latency, .99)), len(with.latency))
+	fmt.Printf("| kube-apiserver CPU during the churn, without / with sidecars | %.1f s / %.1f s (%.2fx) | | |\n", without.apiCPU, with.apiCPU, with.apiCPU/without.apiCPU)
+	fmt.Printf("| etcd CPU during the churn, without / with | %.1f s / %.1f s (%.2fx) | | |\n", without.etcdCPU, with.etcdCPU, with.etcdCPU/without.etcdCPU)
+	fmt.Printf("| kube-apiserver RSS, mean (max), without / with | %.0f (%.0f) MB / %.0f (%.0f) MB | | |\n", mean(without.apiRSS), slices.Max(without.apiRSS), mean(with.apiRSS), slices.Max(with.apiRSS))
+	fmt.Printf("| kube-apiserver RSS idle (mean of 20 s), without / with %d idle sidecars | %.0f MB / %.0f MB: %+.1f MB, %+.2f MB per sidecar | | |\n",
+		nodes, mean(idleWithout), mean(idleWith), mean(idleWith)-mean(idleWithout), (mean(idleWith)-mean(idleWithout))/float64(nodes))
+	fmt.Printf("| pod watch connections open at the API server, without / with | %d / %d | one per sidecar | %s |\n", watches[0], watches[1], metOrMissed(watches[1]-watches[0] == nodes))
+	fmt.Printf("| kubelet's pods/status writes per pod start, on a real kubelet node after the churn (pause pods, created to Ready; their deletion apart) | %s | | |\n", kubeletStatusWrites(b))
+}
+
+// kubeletStatusWrites brings up a real node (its own API server, so that
+// the churn's figures above stay apart), starts pause pods on it in
+// batches the node's /28 pool holds, and counts the pods/status writes
+// the API server took from creation to Ready, and then for deletion. Only
+// kubelet writes pods/status there: the scheduler binds through
+// pods/binding.
+func kubeletStatusWrites(b *testing.B) string {
+	const batches, perBatch = 3, 10
+	n := harness.StartNode(b)
+	ctx := context.Background()
+	var started, deleted int
+	for batch := range batches {
+		before := n.PodStatusWrites()
+		var names []string
+		for i := range perBatch {
+			names = append(names, fmt.Sprintf("kw-%d-%d", batch, i))
+			n.CreatePod(harness.NodePod(names[i], false))
+		}
+		for _, name := range names {
+			n.WaitPod(name, "Ready", 2*time.Minute, func(p *corev1.Pod) bool {
+				for _, c := range p.Status.Conditions {
+					if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
+						return true
+					}
+				}
+				return false
+			})
+		}
+		// kubelet may still be writing a status it had queued: let it.
+		time.Sleep(3 * time.Second)
+		mid := n.PodStatusWrites()
+		started += mid - before
+		n.Admin.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
+		n.WaitFor("every pod gone", 2*time.Minute, func() bool {
+			pods, err := n.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			return err == nil && len(pods.Items) == 0
+		})
+		deleted += n.PodStatusWrites() - mid
+	}
+	pods := batches * perBatch
+	return fmt.Sprintf("%.2f (%d for %d pods); deletion %.2f more", float64(started)/float64(pods), started, pods, float64(deleted)/float64(pods))
+}
+
+// scaleChurn runs the churn for d and returns its figures once every gated
+// pod's condition is seen (or 60 s after the churn).
+func scaleChurn(b *testing.B, a *harness.APIServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, published bool) scaleRun {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var mu sync.Mutex
+	markerAt := map[string]time.Time{}
+	seenAt := map[string]time.Time{}
+	// The watch that times publishing runs in both churns, so that both
+	// cost the API server the same besides the sidecars.
+	{
+		w, err := driver.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		go func() {
+			for ev := range w.ResultChan() {
+				pod, ok := ev.Object.(*corev1.Pod)
+				if !ok {
+					continue
+				}
+				if c := publish.Current(pod, publish.DefaultConditionType); c != nil && c.Status == corev1.ConditionTrue {
+					mu.Lock()
+					if _, ok := seenAt[pod.Name]; !ok {
+						seenAt[pod.Name] = time.Now()
+					}
+					mu.Unlock()
+				}
+			}
+		}()
+	}
+	rss := make(chan []float64, 1)
+	go func() {
+		var samples []float64
+		for tick := time.NewTicker(time.Second); ; {
+			select {
+			case <-ctx.Done():
+				rss <- samples
+				return
+			case <-tick.C:
+				samples = append(samples, vmRSS(a.KubeAPI.Process.Pid))
+			}
+		}
+	}()
+	type live struct {
+		name, path string
+		until      time.Time
+	}
+	var alive []live
+	var run scaleRun
+	apiCPU0, etcdCPU0 := cpuSeconds(a.KubeAPI.Process.Pid), cpuSeconds(a.Etcd.Process.Pid)
+	run.window[0] = time.Now()
+	const every = 40 * time.Millisecond // 25 starts a second: 4 gated, 1 ungated
+	next := time.Now()
+	for i := 0; time.Since(run.window[0]) < d; i++ {
+		time.Sleep(time.Until(next))
+		next = next.Add(every)
+		node := i % len(nodes)
+		gated := i%5 != 4
+		name := fmt.Sprintf("%s-%d", prefix, i)
+		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "default"},
+			Spec: corev1.PodSpec{NodeName: nodes[node], Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}}}
+		if gated {
+			pod.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
+			run.gated++
+		} else {
+			run.ungated++
+		}
+		created, err := driver.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
+		if err != nil {
+			b.Fatal(err)
+		}
+		m := harness.ReadyMarker("scale", name, created, "10.200.0.5/24")
+		now := m.CreatedAt.Time
+		store := marker.Store{Dir: states[node]}
+		if err := store.Write(m); err != nil {
+			b.Fatal(err)
+		}
+		if gated {
+			mu.Lock()
+			markerAt[name] = time.Now()
+			mu.Unlock()
+		}
+		path, _ := store.Path(marker.Key{Network: m.Network, ContainerID: m.ContainerID, IfName: m.IfName})
+		alive = append(alive, live{name, path, now.Add(30 * time.Second)})
+		for len(alive) > 0 && time.Now().After(alive[0].until) {
+			driver.CoreV1().Pods("default").Delete(ctx, alive[0].name, metav1.DeleteOptions{})
+			os.Remove(alive[0].path)
+			alive = alive[1:]
+		}
+	}
+	run.window[1] = time.Now()
+	run.apiCPU, run.etcdCPU = cpuSeconds(a.KubeAPI.Process.Pid)-apiCPU0, cpuSeconds(a.Etcd.Process.Pid)-etcdCPU0
+	if published {
+		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+			mu.Lock()
+			n := len(seenAt)
+			mu.Unlock()
+			if n >= run.gated || time.Since(start) > time.Minute {
+				break
+			}
+		}
+	}
+	// Requests of the churn's pods count until the last is deleted.
+	for _, l := range alive {
+		driver.CoreV1().Pods("default").Delete(context.Background(), l.name, metav1.DeleteOptions{})
+		os.Remove(l.path)
+	}
+	time.Sleep(5 * time.Second)
+	run.window[1] = time.Now()
+	cancel()
+	run.apiRSS = <-rss
+	mu.Lock()
+	defer mu.Unlock()
+	for name, at := range markerAt {
+		if seen, ok := seenAt[name]; ok {
+			run.latency = append(run.latency, seen.Sub(at))
+		}
+	}
+	slices.Sort(run.latency)
+	if published && len(run.latency) < run.gated*9/10 {
+		b.Errorf("only %d of %d gated pods' conditions were seen", len(run.latency), run.gated)
+	}
+	return run
+}
+
+// sampleRSS samples a process's RSS (MB) every second for d.
+func sampleRSS(pid int, d time.Duration) []float64 {
+	var out []float64
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(time.Second) {
+		out = append(out, vmRSS(pid))
+	}
+	return out
+}
+
+// cpuSeconds is the user and system CPU a process has used.
+func cpuSeconds(pid int) float64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return 0
+	}
+	// The fields after the command's closing parenthesis; utime and
+	// stime are the 14th and 15th of the line, in clock ticks (100 Hz).
+	f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+	utime, _ := strconv.ParseFloat(f[11], 64)
+	stime, _ := strconv.ParseFloat(f[12], 64)
+	return (utime + stime) / 100
+}
+
+// podWatches returns the pod watches open at the API server, from its
+// apiserver_longrunning_requests.
+func podWatches(b *testing.B, a *harness.APIServer) int {
+	data, err := a.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
+	if err != nil {
+		b.Fatalf("the API server's /metrics: %v", err)
+	}
+	return harness.SumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
+}
+
+// auditCounts counts the sidecars' requests in the audit log that the API
+// server received within window, by "verb resource[/subresource]", and the
+// writes by the pod they are about (a pod's name, or the pod an Event's
+// name starts with).
+func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int, map[string]int) {
+	f, err := os.Open(path)
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer f.Close()
+	counts, byPod := map[string]int{}, map[string]int{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var ev struct {
+			Stage     string `json:"stage"`
+			Verb      string `json:"verb"`
+			User      struct{ Username string }
+			ObjectRef struct {
+				Resource, Subresource, Name string
+			} `json:"objectRef"`
+			Received time.Time `json:"requestReceivedTimestamp"`
+		}
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != harness.AgentUser {
+			continue
+		}
+		// A watch is counted when it starts, any other request once done.
+		if ev.Verb == "watch" && ev.Stage != "ResponseStarted" || ev.Verb != "watch" && ev.Stage != "ResponseComplete" {
+			continue
+		}
+		if ev.Received.Before(window[0]) || ev.Received.After(window[1]) {
+			continue
+		}
+		key := ev.Verb + " " + ev.ObjectRef.Resource
+		if ev.ObjectRef.Subresource != "" {
+			key += "/" + ev.ObjectRef.Subresource
+		}
+		counts[key]++
+		switch {
+		case ev.ObjectRef.Resource == "pods" && ev.Verb != "list" && ev.Verb != "watch":
+			byPod[ev.ObjectRef.Name]++
+		case ev.ObjectRef.Resource == "events":
+			if i := strings.LastIndexByte(ev.ObjectRef.Name, '.'); i > 0 {
+				byPod[ev.ObjectRef.Name[:i]]++
+			}
+		}
+	}
+	return counts, byPod
+}
+
+func formatCounts(m map[string]int) string {
+	var parts []string
+	for k, v := range m {
+		parts = append(parts, fmt.Sprintf("%s %d", k, v))
+	}
+	slices.Sort(parts)
+	return strings.Join(parts, ", ")
+}
+
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	s := 0.0
+	for _, x := range xs {
+		s += x
+	}
+	return s / float64(len(xs))
+}

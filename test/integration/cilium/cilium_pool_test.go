@@ -1,0 +1,163 @@
+//go:build integration
+
+package cilium
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/containernetworking/cni/libcni"
+	"github.com/containernetworking/cni/pkg/types"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/test/harness"
+)
+
+// ciliumPoolCIDR is the Node's podCIDR in TestCiliumPoolExhaustionTaintsTheNode: a
+// /28, 14 addresses by Cilium's count, one of them the router's.
+const ciliumPoolCIDR = "10.200.95.0/28"
+
+// TestCiliumPoolExhaustionTaintsTheNode: a real cilium-agent whose Node has a /28
+// podCIDR, and pods added with the real cilium-cni until the agent
+// refuses one. STATUS with poolAction "notready" then fails with code 50,
+// naming Cilium's own count; the real sidecar (poolAction "taint") taints
+// the Node; deleting pods lifts the taint.
+func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
+	a := harness.StartAPIServer(t)
+	cil := harness.StartRealCilium(t, a, ciliumPoolCIDR)
+	ctx := context.Background()
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "bin")
+	os.MkdirAll(bin, 0o755)
+	os.WriteFile(filepath.Join(bin, "cilium-cni"), []byte(fmt.Sprintf("#!/bin/sh\nexec ip netns exec %s env CILIUM_SOCK=%s %s \"$@\"\n",
+		cil.Netns, cil.Sock, filepath.Join(cil.Bins, "cilium-cni"))), 0o755)
+	harness.CopyFile(t, filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready"), 0o755)
+	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
+	list := harness.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, nil)
+	ipam := map[string]any{"type": "cilium", "socket": "unix://" + cil.Sock}
+
+	src, err := pool.New("cilium", mustJSON(t, ipam))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// counted reads the agent until its count (refreshed every 5 s by its
+	// status collector) is want.
+	counted := func(want string) {
+		t.Helper()
+		var got string
+		harness.Within(t, "Cilium's count "+want, 15*time.Second, func() bool {
+			cnt, _ := src.Read(ctx, &pool.Memo{})
+			got = fmt.Sprintf("%+v", cnt)
+			return cnt.Unknown == "" && len(cnt.Ranges) == 1 && cnt.Ranges[0].Set == ciliumPoolCIDR &&
+				fmt.Sprintf("%d/%s", cnt.Ranges[0].Used, cnt.Ranges[0].Usable) == want
+		})
+		t.Logf("Cilium's count: %s", got)
+	}
+	// The router's address is Cilium's first: it counts as allocated.
+	counted("1/14")
+
+	var pods []*libcni.RuntimeConf
+	del := func(rt *libcni.RuntimeConf) {
+		if err := cni.DelNetworkList(ctx, list, rt); err != nil {
+			t.Errorf("DEL %s: %v", rt.ContainerID, err)
+		}
+	}
+	t.Cleanup(func() {
+		for _, rt := range pods {
+			cni.DelNetworkList(ctx, list, rt)
+		}
+	})
+	var refused error
+	for i := 0; i < 20 && refused == nil; i++ {
+		name := fmt.Sprintf("pool-%d", i)
+		pod := a.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
+			Spec: corev1.PodSpec{NodeName: harness.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+		rt := &libcni.RuntimeConf{ContainerID: "cilpool-" + name + "-" + harness.RandomHex(3), NetNS: harness.NewNS(t).Path(), IfName: "eth0",
+			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", string(pod.UID)}}}
+		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
+			refused = err
+			cni.DelNetworkList(ctx, list, rt)
+			break
+		}
+		pods = append(pods, rt)
+	}
+	if refused == nil {
+		t.Fatalf("the agent gave out 20 addresses from a /28:\n%s", cil.Log(40))
+	}
+	t.Logf("the agent refused pod %d: %v", len(pods)+1, refused)
+	// The router's address and the pods' fill the /28.
+	counted("14/14")
+	full := fmt.Sprintf(`Cilium says \"IPv4: 14/14 allocated from %s\"`, ciliumPoolCIDR)
+
+	t.Run("STATUS fails with code 50, naming Cilium's count", func(t *testing.T) {
+		status := func() error {
+			// netready's STATUS alone: cilium-cni answers STATUS for its
+			// agent's health, not its pool.
+			l := harness.AgentChain(t, "cilium", map[string]any{"type": "netready", "stateDir": filepath.Join(dir, "state"),
+				"status": map[string]any{"ipam": ipam, "poolAction": "notready"}}, nil)
+			return cni.GetStatusNetworkList(ctx, l)
+		}
+		var err error
+		// The agent refreshes its status every 5 s; STATUS keeps an
+		// answer 3 s.
+		harness.Within(t, "STATUS fails", 15*time.Second, func() bool { err = status(); return err != nil })
+		if harness.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "IP pool exhausted") || !strings.Contains(err.Error(), strings.ReplaceAll(full, `\"`, `"`)) {
+			t.Errorf("STATUS = %v, want code 50: IP pool exhausted, %s", err, full)
+		}
+	})
+
+	confDir := t.TempDir()
+	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "cilium", "plugins": []any{
+		map[string]any{"type": "cilium-cni"},
+		map[string]any{"type": "netready", "status": map[string]any{"ipam": ipam, "poolAction": "taint"}}}})
+	os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), conf, 0o644)
+	tw := harness.WatchTaint(t, a.Admin, harness.CiliumNode)
+	listen, logs := harness.StartSidecar(t, a, t.TempDir(), harness.CiliumNode, "--cni-conf-dir", confDir)
+
+	t.Run("the sidecar taints the Node", func(t *testing.T) {
+		harness.Within(t, "the taint", 30*time.Second, func() bool { added, _ := tw.FirstTimes(); return !added.IsZero() })
+		c := taint.Current(a.Node(t, harness.CiliumNode))
+		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "14 of 14 addresses in use") {
+			t.Errorf("condition = %+v, want True naming Cilium's count\n%s", c, logs.String())
+		}
+		m := harness.MetricsText(t, listen)
+		for _, want := range []string{
+			`netready_pool_addresses{network="cilium",source="cilium",state="capacity"} 14`,
+			`netready_pool_addresses{network="cilium",source="cilium",state="free"} 0`,
+			`netready_pool_addresses{network="cilium",source="cilium",state="used"} 14`,
+		} {
+			if !strings.Contains(m, want) {
+				t.Errorf("metrics lack %s:\n%s", want, harness.GrepLines(m, "netready_pool"))
+			}
+		}
+	})
+
+	t.Run("deleting pods lifts the taint", func(t *testing.T) {
+		for _, rt := range pods[len(pods)-3:] {
+			del(rt)
+		}
+		pods = pods[:len(pods)-3]
+		harness.Within(t, "the taint lifted", 30*time.Second, func() bool { _, removed := tw.FirstTimes(); return !removed.IsZero() })
+		if taint.Has(a.Node(t, harness.CiliumNode)) {
+			t.Errorf("the Node still carries the taint\n%s", logs.String())
+		}
+	})
+}
+
+func mustJSON(t *testing.T, v any) json.RawMessage {
+	t.Helper()
+	data, err := json.Marshal(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return data
+}

@@ -1,0 +1,112 @@
+//go:build integration
+
+package install
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/notes"
+	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/test/harness"
+)
+
+// setSandboxUpSince writes what kubelet posts about a pod whose sandbox has
+// been up since at, with ip.
+func setSandboxUpSince(t *testing.T, a *harness.APIServer, name string, at time.Time, ip string) {
+	t.Helper()
+	for range 20 {
+		pod, err := a.Admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		pod.Status.Conditions = append(pod.Status.Conditions, corev1.PodCondition{Type: corev1.PodReadyToStartContainers,
+			Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
+		pod.Status.PodIP, pod.Status.PodIPs = ip, []corev1.PodIP{{IP: ip}}
+		if _, err = a.Admin.CoreV1().Pods("default").UpdateStatus(context.Background(), pod, metav1.UpdateOptions{}); err == nil {
+			return
+		}
+		if !apierrors.IsConflict(err) {
+			t.Fatal(err)
+		}
+	}
+	t.Fatal("pod status kept conflicting")
+}
+
+// TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever: the real sidecar,
+// against a real kube-apiserver, reads the installer's note of a backoff
+// (as netready-install writes it). Pods that were True before it stay
+// True: one that netready never saw, up for two days, and one with a ready
+// marker. A gated pod whose sandbox comes up after the note, with no
+// marker, is held not ready naming the backoff, and released once
+// --install-backoff-hold-max has passed, with a Warning Event that names
+// the backoff.
+func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
+	a := harness.StartAPIServer(t)
+	state := t.TempDir()
+	const holdMax = 4 * time.Second
+	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready",
+		"--install-backoff-hold-max", holdMax.String())
+
+	a.NewPod("old-unseen", harness.SidecarNode)
+	setSandboxUpSince(t, a, "old-unseen", time.Now().Add(-48*time.Hour), "10.200.9.10")
+	programmed := a.NewPod("old-programmed", harness.SidecarNode)
+	if err := (marker.Store{Dir: state}).Write(harness.ReadyMarker("cilium", "0123456789abcdef", programmed, "10.200.9.11/24")); err != nil {
+		t.Fatal(err)
+	}
+	setSandboxUpSince(t, a, "old-programmed", time.Now().Add(-48*time.Hour), "10.200.9.11")
+	isTrue := func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue }
+	harness.WaitCondition(t, a, "old-unseen", 10*time.Second, "True, not observed, before the note", isTrue)
+	harness.WaitCondition(t, a, "old-programmed", 10*time.Second, "True, programmed, before the note", isTrue)
+
+	const msg = "another agent removed netready from /etc/cni/net.d/05-cilium.conflist 5 times within 5m0s: netready-install stops putting it back for 1m0s"
+	if err := notes.NoteInstallBackoff(state, "cilium", msg); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, "the sidecar reads the note", func() (bool, string) {
+		m := harness.MetricsText(t, listen)
+		return harness.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
+	})
+	// Whole seconds on the pod's side: the sandbox comes up in a later
+	// second than the note, as it does on a node.
+	time.Sleep(time.Second)
+	a.NewPod("fresh", harness.SidecarNode)
+	harness.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.12")
+	heldAt := time.Now()
+	c := harness.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionFalse
+	})
+	if c.Reason != publish.ReasonNotObserved || !strings.Contains(c.Message, "stops putting it back") {
+		t.Errorf("held condition = %+v, want NotObserved naming the backoff", c)
+	}
+	// The hold is in force, and takes back no True.
+	harness.Stays(t, a, "old-unseen", 2*time.Second, "True for a pod up before the note", isTrue)
+	harness.Stays(t, a, "old-programmed", time.Second, "True for a pod with a ready marker", isTrue)
+
+	c = harness.WaitCondition(t, a, "fresh", holdMax+15*time.Second, "released after the bound", isTrue)
+	if c.Reason != publish.ReasonNotObserved || time.Since(heldAt) < holdMax-2*time.Second {
+		t.Errorf("released condition = %+v after %s, want NotObserved True no sooner than about %s", c, time.Since(heldAt), holdMax)
+	}
+	var released bool
+	for start := time.Now(); time.Since(start) < 10*time.Second && !released; time.Sleep(200 * time.Millisecond) {
+		list, err := a.Admin.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range list.Items {
+			released = released || (e.Regarding.Name == "fresh" && e.Type == corev1.EventTypeWarning && e.Reason == publish.ReasonNotObserved &&
+				strings.Contains(e.Note, "--install-backoff-hold-max") && strings.Contains(e.Note, "stops putting it back"))
+		}
+	}
+	if !released {
+		t.Error("no Warning Event on the released pod naming the backoff and --install-backoff-hold-max")
+	}
+	harness.Stays(t, a, "old-unseen", time.Second, "True for a pod up before the note, to the end", isTrue)
+}
