@@ -109,7 +109,7 @@ func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) erro
 		}
 	}
 	if len(through) > 0 {
-		return fmt.Errorf("%w: the API server would have let it write %s. Apply deploy/ whole (admission.yaml and netready-settings, labelled netready.io/params=settings, in the sidecar's namespace) on Kubernetes 1.30 or later; --require-scope=false runs without them, scoped by RBAC alone",
+		return fmt.Errorf("%w: the API server would have let it write %s. Apply deploy/ whole (admission.yaml and netready-settings, labelled netready.io/params=settings, in the sidecar's namespace) on Kubernetes 1.30 or later; --require-scope=false runs without them, scoped by RBAC alone. If they are applied (kubectl get validatingadmissionpolicybinding netready-sidecar-scope), this API server may have stopped reading their ConfigMap params when their bindings were deleted and re-created, as an uninstall and reinstall does (kubernetes/kubernetes#130887): restart kube-apiserver",
 			ErrUnscoped, strings.Join(through, ", "))
 	}
 	return nil

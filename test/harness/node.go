@@ -136,7 +136,7 @@ func (n *K8sNode) Path(p string) string { return filepath.Join(n.dir, p) }
 // in reverse order of starting.
 func (n *K8sNode) start(name, bin string, args ...string) {
 	n.T.Helper()
-	logf, err := os.Create(n.Path("logs/" + name + ".log"))
+	logf, err := os.OpenFile(n.Path("logs/"+name+".log"), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
 	if err != nil {
 		n.T.Fatal(err)
 	}

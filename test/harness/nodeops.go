@@ -337,3 +337,18 @@ func (n *K8sNode) EntryConfigMap() string {
 	n.T.Fatal("the DaemonSet mounts no entry ConfigMap")
 	return ""
 }
+
+// RestartAPIServer kills kube-apiserver and starts it again with the same
+// flags, as an operator's restart does; etcd keeps the data. Its log goes
+// on in the same file.
+func (n *K8sNode) RestartAPIServer() {
+	n.T.Helper()
+	old := n.procs["kube-apiserver"]
+	old.Process.Kill()
+	old.Wait()
+	n.start("kube-apiserver", old.Path, old.Args[1:]...)
+	n.WaitFor("kube-apiserver ready again", time.Minute, func() bool {
+		_, err := n.Admin.Discovery().ServerVersion()
+		return err == nil
+	})
+}

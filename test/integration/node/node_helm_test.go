@@ -67,6 +67,7 @@ printf 'resources: [all.yaml]\npatches: [{path: daemonset.yaml}]\n' > "$d/kustom
 	installed := time.Now()
 	harness.MustHelm(t, kc, "install", "netready", filepath.Join(dist, "netready-"+version+".tgz"), "--namespace", "kube-system",
 		"-f", vfile, "--post-renderer", post)
+	awaitScopeAfterReinstall(t, n)
 	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
 	n.WaitFor("netready in the node's conflist", time.Minute, func() bool { return n.Entry() != nil })
 	n.WaitFor("containerd loading the new conflist", time.Minute, n.RuntimeHasNetready)
@@ -111,4 +112,52 @@ printf 'resources: [all.yaml]\npatches: [{path: daemonset.yaml}]\n' > "$d/kustom
 	if e := n.Entry(); e != nil {
 		t.Errorf("netready back in the conflist after helm uninstall: %v", e)
 	}
+}
+
+// awaitScopeAfterReinstall waits for the reinstalled sidecar to find its
+// scope in force. kube-apiserver 1.36 stops reading a policy's ConfigMap
+// params for good once the policy had no binding for a moment, as after
+// the kustomize uninstall (kubernetes/kubernetes#130887): the policies
+// then refuse nothing, so the sidecar must hold every write and say what
+// to do, until the restart its message asks for. An API server without
+// that bug lets the sidecar go Ready at once.
+func awaitScopeAfterReinstall(t *testing.T, n *harness.K8sNode) {
+	held := func() string {
+		logs, _ := filepath.Glob(n.Path("pod-logs/kube-system_netready-*/sidecar/*.log"))
+		for _, l := range logs {
+			if data, err := os.ReadFile(l); err == nil && strings.Contains(string(data), "not writing anything until the sidecar's scope is enforced") {
+				return string(data)
+			}
+		}
+		return ""
+	}
+	ready := func() bool {
+		pods, err := n.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=netready"})
+		return err == nil && len(pods.Items) == 1 && harness.PodReady(&pods.Items[0])
+	}
+	var log string
+	n.WaitFor("the new sidecar Ready, or holding its writes", 2*time.Minute, func() bool {
+		log = held()
+		return log != "" || ready()
+	})
+	if log == "" {
+		t.Log("chart: the sidecar found its scope in force at once (this API server keeps reading the params)")
+		return
+	}
+	if !strings.Contains(log, "kubernetes/kubernetes#130887") || !strings.Contains(log, "restart kube-apiserver") {
+		t.Errorf("the sidecar holds its writes without naming the API server's bug and the restart:\n%s", log)
+	}
+	if ready() {
+		t.Fatal("the sidecar is Ready while its scope is not in force")
+	}
+	// The gate's mutating policy reads the same lost params: a pod created
+	// now gets no gate, so the sidecar's silence holds none back.
+	n.ProgramIn("demo", "while-held")
+	n.Kubectl("-n", "demo", "run", "while-held", "--image=netready.test/pause:1", "--image-pull-policy=Never")
+	n.Kubectl("-n", "demo", "wait", "pod/while-held", "--for=condition=Ready", "--timeout=2m")
+	if p, err := n.Admin.CoreV1().Pods("demo").Get(context.Background(), "while-held", metav1.GetOptions{}); err != nil || len(p.Spec.ReadinessGates) != 0 {
+		t.Errorf("a pod created while the sidecar holds its writes: gates %v, err %v; want none", p.Spec.ReadinessGates, err)
+	}
+	t.Log("chart: the reinstalled sidecar holds its writes (kubernetes#130887); restarting kube-apiserver, as its message says")
+	n.RestartAPIServer()
 }
