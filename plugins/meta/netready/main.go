@@ -1,21 +1,22 @@
+// The runtime would re-read the cgroup's CPU limit in its first second to
+// adjust GOMAXPROCS, which the plugin sets to 1 (package oneproc) and
+// keeps for its short life.
+//go:debug updatemaxprocs=0
+
 // Command netready is a chained CNI plugin, last in a conflist, that holds
 // ADD until the pod's network is programmed and records it in a marker.
 package main
 
 import (
-	"runtime"
-
 	"github.com/containernetworking/cni/pkg/skel"
 	"github.com/containernetworking/cni/pkg/version"
 	bv "github.com/containernetworking/plugins/pkg/utils/buildversion"
+
+	// One P before the other packages' inits run.
+	_ "github.com/netready/netready/plugins/meta/netready/internal/oneproc"
 )
 
 func main() {
-	// One P: the plugin waits, it does not compute. With two, each wake
-	// (a notification, a poll's answer) also woke a second thread to look
-	// for work, which cost a storm of waiting ADDs a share of their CPU
-	// (docs/benchmarks.md).
-	runtime.GOMAXPROCS(1)
 	skel.PluginMainFuncs(skel.CNIFuncs{
 		Add:    cmdAdd,
 		Check:  cmdCheck,
