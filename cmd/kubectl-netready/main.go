@@ -27,7 +27,7 @@ import (
 
 const usage = `Usage:
   kubectl netready explain [-n NAMESPACE] POD [-o json]   why POD is or is not network-ready (exit 0: ready, 1: not, 2: error)
-  kubectl netready status [-o json]                        one line per node: netready's pod, the pool, the taint, waiting pods
+  kubectl netready status [-o json]                        one line per node: netready's pod, the taint, waiting pods; then one per pool: free of capacity, exhausted or can't tell
   kubectl netready --version
 `
 

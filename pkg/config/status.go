@@ -34,6 +34,10 @@ const (
 	IPAMCilium = "cilium"
 	// IPAMAWS is the AWS VPC CNI's ipamd (its introspection and metrics).
 	IPAMAWS = "aws-vpc-cni"
+	// IPAMCalico and IPAMOVN are counted by the sidecar from the API
+	// server; STATUS reads the sidecar's verdict.
+	IPAMCalico = "calico-ipam"
+	IPAMOVN    = "ovn-kubernetes"
 )
 
 // Where ipamd is read when the ipam object does not say (the Cilium
@@ -258,7 +262,15 @@ func validateIPAM(raw json.RawMessage) error {
 			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
 		}
 		return nil
+	case IPAMCalico, IPAMOVN:
+		var o struct {
+			Type string `json:"type"`
+		}
+		if err := StrictUnmarshal(raw, &o); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
+		return nil
 	default:
-		return fmt.Errorf(`"ipam": only "type": %q, %q or %q can be counted, got %q`, IPAMHostLocal, IPAMCilium, IPAMAWS, typ)
+		return fmt.Errorf(`"ipam": only "type": %q, %q, %q, %q or %q can be counted, got %q`, IPAMHostLocal, IPAMCilium, IPAMAWS, IPAMCalico, IPAMOVN, typ)
 	}
 }

@@ -101,13 +101,15 @@ type NodeReport struct {
 	Node string `json:"node"`
 	// RuntimeNetworkReady is false when the node is NotReady because the
 	// runtime's network is not ready (netready's STATUS, for one).
-	RuntimeNetworkReady bool         `json:"runtimeNetworkReady"`
-	ReadyMessage        string       `json:"readyMessage,omitempty"`
-	Tainted             bool         `json:"tainted"`
-	Pool                *Condition   `json:"pool,omitempty"`
-	Netready            *NetreadyPod `json:"netready,omitempty"`
-	Waiting             int          `json:"waitingPods"`
-	OldestWait          string       `json:"oldestWait,omitempty"`
+	RuntimeNetworkReady bool       `json:"runtimeNetworkReady"`
+	ReadyMessage        string     `json:"readyMessage,omitempty"`
+	Tainted             bool       `json:"tainted"`
+	Pool                *Condition `json:"pool,omitempty"`
+	// Pools are the pools Pool's message names, read back.
+	Pools      []Pool       `json:"pools,omitempty"`
+	Netready   *NetreadyPod `json:"netready,omitempty"`
+	Waiting    int          `json:"waitingPods"`
+	OldestWait string       `json:"oldestWait,omitempty"`
 	// Warnings are the sidecar's newest Warning Node Event of each
 	// reason for the operator: a preset's agent not writing, STATUS
 	// never called, the installer backing off, an invalid entry. Events
@@ -332,6 +334,7 @@ func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fie
 		}
 		if p := taint.Current(n); p != nil {
 			r.Pool = &Condition{Status: string(p.Status), Reason: p.Reason, Message: p.Message, Since: p.LastTransitionTime.Time, Age: age(now, p.LastTransitionTime.Time)}
+			r.Pools = poolsOf(n.Name, r.Pool)
 		}
 		for j := range ds.Items {
 			if p := &ds.Items[j]; p.Spec.NodeName == n.Name {
@@ -390,6 +393,12 @@ func (r *PodReport) summary() string {
 	if r.Node != "" {
 		where = " on node " + r.Node
 	}
+	// A pod placed on a node whose pool is exhausted waits for an
+	// address: its sandbox fails until one is freed.
+	pool := ""
+	if r.NodeState != nil {
+		pool = poolSummary(r.NodeState)
+	}
 	switch {
 	case r.NetworkReady:
 		return fmt.Sprintf("pod %s/%s%s is network-ready", r.Namespace, r.Pod, where)
@@ -397,15 +406,32 @@ func (r *PodReport) summary() string {
 		s := fmt.Sprintf("pod %s/%s is not scheduled", r.Namespace, r.Pod)
 		if len(r.TaintedNodes) > 0 {
 			s += fmt.Sprintf("; netready tainted %d node(s) whose IP pool is exhausted", len(r.TaintedNodes))
+			var names []string
+			for i := range r.TaintedNodes {
+				n := &r.TaintedNodes[i]
+				for _, p := range n.exhausted() {
+					names = append(names, fmt.Sprintf("%s's %s, %s", n.Node, p.name(), p.freeText()))
+				}
+			}
+			if len(names) > maxNamed {
+				names = append(names[:maxNamed], fmt.Sprintf("and %d more", len(names)-maxNamed))
+			}
+			if len(names) > 0 {
+				s += ": " + strings.Join(names, "; ")
+			}
 		}
 		return s
 	case !r.Gate.Present && r.Condition == nil:
-		return fmt.Sprintf("pod %s/%s%s is not gated: netready publishes no network readiness for it", r.Namespace, r.Pod, where)
+		return fmt.Sprintf("pod %s/%s%s is not gated: netready publishes no network readiness for it%s", r.Namespace, r.Pod, where, pool)
 	case r.Condition == nil:
-		return fmt.Sprintf("pod %s/%s%s has no netready condition yet", r.Namespace, r.Pod, where)
+		return fmt.Sprintf("pod %s/%s%s has no netready condition yet%s", r.Namespace, r.Pod, where, pool)
 	}
-	return fmt.Sprintf("pod %s/%s%s is NOT network-ready (%s)", r.Namespace, r.Pod, where, r.Condition.Reason)
+	return fmt.Sprintf("pod %s/%s%s is NOT network-ready (%s)%s", r.Namespace, r.Pod, where, r.Condition.Reason, pool)
 }
+
+// maxNamed is how many exhausted pools an unscheduled pod's summary
+// names; the tainted nodes below name them all.
+const maxNamed = 3
 
 // age is how long ago t was, rounded for reading.
 func age(now, t time.Time) string {

@@ -59,6 +59,16 @@ func writeNode(w io.Writer, label string, n *NodeReport) {
 		parts = append(parts, fmt.Sprintf("NetworkPoolExhausted=%s: %s", n.Pool.Status, n.Pool.Message))
 	}
 	fmt.Fprintf(w, "  %-12s %s: %s\n", label+":", n.Node, strings.Join(parts, "; "))
+	for _, p := range n.Pools {
+		counted := ""
+		if len(p.Ranges) > 0 {
+			counted = fmt.Sprintf("%s (minFree %d): ", p.freeText(), p.MinFree)
+		}
+		fmt.Fprintf(w, "  pool:        %s on %s: %s%s\n", p.name(), n.Node, counted, p.stateText())
+		if p.Do != "" {
+			fmt.Fprintf(w, "  to do:       %s\n", p.Do)
+		}
+	}
 	if p := n.Netready; p != nil {
 		ready := "not ready"
 		if p.Ready {
@@ -73,29 +83,53 @@ func writeNode(w io.Writer, label string, n *NodeReport) {
 	}
 }
 
-// WriteNodesText writes one line per node.
+// WriteNodesText writes one line per node, then one per pool the
+// nodes' conditions name, then the sidecars' warnings.
 func WriteNodesText(w io.Writer, nodes []NodeReport) {
 	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
-	fmt.Fprintln(tw, "NODE\tNETREADY\tVERSION\tREADY\tTAINTED\tPOOL\tWAITING\tOLDEST")
+	fmt.Fprintln(tw, "NODE\tNETREADY\tVERSION\tREADY\tTAINTED\tWAITING\tOLDEST")
 	for _, n := range nodes {
 		pod, version, ready := "-", "-", "-"
 		if p := n.Netready; p != nil {
 			pod, version, ready = p.Name, p.Version, fmt.Sprint(p.Ready)
 		}
-		pool := "-"
-		if n.Pool != nil {
-			pool = n.Pool.Message
-		}
 		oldest := n.OldestWait
 		if oldest == "" {
 			oldest = "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%s\t%d\t%s\n", n.Node, pod, version, ready, n.Tainted, pool, n.Waiting, oldest)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%t\t%d\t%s\n", n.Node, pod, version, ready, n.Tainted, n.Waiting, oldest)
 	}
 	_ = tw.Flush() // a closed stdout has no one to tell
+	writePools(w, nodes)
 	for _, n := range nodes {
 		for _, e := range n.Warnings {
 			fmt.Fprintf(w, "%s: %s (%s ago): %s\n", n.Node, e.Reason, e.Age, e.Note)
 		}
 	}
+}
+
+// writePools writes each node's pools as its NetworkPoolExhausted
+// condition names them (the sidecar rewrites the counts each
+// --pool-resync, and at once when a pool runs out or has room again).
+func writePools(w io.Writer, nodes []NodeReport) {
+	var rows []string
+	for _, n := range nodes {
+		for _, p := range n.Pools {
+			minFree := "-"
+			if p.MinFree > 0 {
+				minFree = fmt.Sprint(p.MinFree)
+			}
+			rows = append(rows, fmt.Sprintf("%s\t%s\t%s\t%s\t%s\t%s\n", n.Node, p.Network, p.Source, p.freeText(), minFree, p.stateText()))
+		}
+	}
+	if len(rows) == 0 {
+		return
+	}
+	fmt.Fprintln(w)
+	tw := tabwriter.NewWriter(w, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, "NODE\tNETWORK\tSOURCE\tFREE\tMINFREE\tPOOL")
+	for _, r := range rows {
+		fmt.Fprint(tw, r)
+	}
+	_ = tw.Flush()
 }

@@ -71,11 +71,17 @@ func ReadKept(ctx context.Context, src Source, path string, now time.Time) (Coun
 
 // ReadForStatus counts a network's pool as STATUS does: host-local's
 // folder through its kept count (CountCached), an agent through its kept
-// answer (ReadKept).
+// answer (ReadKept), a pool in the API server through the sidecar's
+// verdict (ReadVerdict).
 func ReadForStatus(ctx context.Context, network, stateDir string, ipam json.RawMessage) (Count, error) {
 	src, err := New(network, ipam)
 	if err != nil {
 		return Count{}, err
+	}
+	if FromSidecar(src) {
+		// A small file the sidecar rewrites every few seconds: nothing
+		// to keep.
+		return ReadVerdict(VerdictPath(stateDir, network), src.Type(), time.Now()), nil
 	}
 	if spec, ok := src.(*Spec); ok {
 		rs, _, err := spec.CountCached(CachePath(stateDir, network), time.Now())

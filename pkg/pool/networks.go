@@ -121,6 +121,7 @@ func networkOf(f *conflist.File) (*Network, error) {
 	if err != nil {
 		return nil, err
 	}
+	src = atStateDir(src, conf.StateDir)
 	spec, _ := src.(*Spec)
 	return &Network{Network: f.Network, Spec: spec, Source: src, MinFree: *sc.MinFree, Action: sc.PoolAction, File: file, StateDir: conf.StateDir}, nil
 }

@@ -2,9 +2,10 @@
 // netready entry names (status.ipam, or "auto" for the network's first
 // plugin), how many of its addresses are in use, whether it can grow, and
 // when it counts as exhausted. Each IPAM is one Source: host-local's
-// allocation folder, the Cilium agent, the AWS VPC CNI's ipamd. STATUS and
-// the sidecar's node taint both use it, so that the two never disagree
-// about a pool.
+// allocation folder, the Cilium agent, the AWS VPC CNI's ipamd, and for
+// calico-ipam and ovn-kubernetes, whose truth is in the API server, the
+// sidecar's verdict (verdict.go). STATUS and the sidecar's node taint
+// both use it, so that the two never disagree about a pool.
 package pool
 
 import (

@@ -79,9 +79,9 @@ type kind struct {
 	make func(network string, ipam json.RawMessage) (Source, error)
 }
 
-// kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go):
-// adding one is its file and a line here.
-var kinds = []kind{hostLocalKind, ciliumKind, awsKind}
+// kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go,
+// calico.go, ovn.go): adding one is its file and a line here.
+var kinds = []kind{hostLocalKind, ciliumKind, awsKind, calicoKind, ovnKind}
 
 // New makes the source an ipam object names (Resolve's answer).
 func New(network string, ipam json.RawMessage) (Source, error) {

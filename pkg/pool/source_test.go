@@ -26,10 +26,13 @@ func TestAutoIPAM(t *testing.T) {
 		{"Cilium's plugin", `{"type":"cilium-cni","enable-debug":false}`, `{"type":"cilium"}`},
 		{"the AWS VPC CNI's plugin", `{"type":"aws-cni","vethPrefix":"eni","mtu":"9001"}`, `{"type":"aws-vpc-cni"}`},
 		{"Cilium's plugin with host-local (delegated IPAM)", `{"type":"cilium-cni","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`, `{"subnet":"10.1.0.0/24","type":"host-local"}`},
+		{"ovn-kubernetes' plugin", `{"type":"ovn-k8s-cni-overlay","ipam":{},"dns":{},"logFile":"/var/log/ovn-kubernetes/ovn-k8s-cni-overlay.log"}`, `{"type":"ovn-kubernetes"}`},
+		{"Calico's plugin with calico-ipam", `{"type":"calico","datastore_type":"kubernetes","ipam":{"type":"calico-ipam","assign_ipv4":"true"}}`, `{"type":"calico-ipam"}`},
+		{"Calico's plugin with host-local", `{"type":"calico","ipam":{"type":"host-local","subnet":"10.1.0.0/24"}}`, `{"subnet":"10.1.0.0/24","type":"host-local"}`},
 		{"an IPAM netready cannot count", `{"type":"bridge","ipam":{"type":"dhcp"}}`,
-			`ipam "auto": the first plugin of FILE (type "bridge") has IPAM "dhcp", not host-local, and is none of cilium-cni, aws-cni: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`},
+			`ipam "auto": the first plugin of FILE (type "bridge") has IPAM "dhcp", not host-local or calico-ipam, and is none of cilium-cni, aws-cni, ovn-k8s-cni-overlay: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`},
 		{"no ipam", `{"type":"ptp"}`,
-			`ipam "auto": the first plugin of FILE (type "ptp") has no ipam object and is none of cilium-cni, aws-cni: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`},
+			`ipam "auto": the first plugin of FILE (type "ptp") has no ipam object and is none of cilium-cni, aws-cni, ovn-k8s-cni-overlay: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -71,7 +74,10 @@ func TestNewSource(t *testing.T) {
 		{`{"type":"aws-vpc-cni"}`, "aws-vpc-cni http://127.0.0.1:61679 http://127.0.0.1:61678/metrics"},
 		{`{"type":"aws-vpc-cni","url":"http://localhost:1","metrics":"unix:///run/m.sock"}`, "aws-vpc-cni http://localhost:1 unix:///run/m.sock"},
 		{`{"type":"aws-vpc-cni","url":"http://10.0.0.1:61679"}`, `status ipam: url "http://10.0.0.1:61679" is not an IP literal on loopback`},
-		{`{"type":"calico-ipam"}`, `status ipam: netready cannot count a pool of type "calico-ipam"`},
+		{`{"type":"calico-ipam"}`, "calico-ipam /run/netready/net/.pool-verdict"},
+		{`{"type":"ovn-kubernetes"}`, "ovn-kubernetes /run/netready/net/.pool-verdict"},
+		{`{"type":"ovn-kubernetes","socket":"unix:///x.sock"}`, `status ipam: unknown key "socket" (known: type)`},
+		{`{"type":"dhcp"}`, `status ipam: netready cannot count a pool of type "dhcp"`},
 	}
 	for _, tt := range tests {
 		src, err := New("net", json.RawMessage(tt.ipam))

@@ -18,6 +18,13 @@ import (
 var byPlugin = []struct{ plugin, typ string }{
 	{"cilium-cni", "cilium"},
 	{"aws-cni", "aws-vpc-cni"},
+	{"ovn-k8s-cni-overlay", "ovn-kubernetes"},
+}
+
+// byIPAM maps the first plugin's ipam type to the status.ipam type that
+// counts its pool (Calico's plugin allocates with calico-ipam).
+var byIPAM = []struct{ ipam, typ string }{
+	{"calico-ipam", "calico-ipam"},
 }
 
 // TypeOf is the "type" of an ipam object: the source it names.
@@ -31,23 +38,31 @@ func TypeOf(ipam json.RawMessage) string {
 
 // AutoIPAM is "auto" resolved against one config file: the host-local
 // ipam of its first plugin (conflist.File.HostLocalIPAM), or else the
-// source of the first plugin's type (cilium-cni: the Cilium agent,
-// aws-cni: ipamd), with the source's defaults.
+// source of the first plugin's ipam type (calico-ipam) or of its type
+// (cilium-cni: the Cilium agent, aws-cni: ipamd, ovn-k8s-cni-overlay:
+// ovn-kubernetes), with the source's defaults.
 func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
 	if f.PrimaryIPAM() != nil {
 		return f.HostLocalIPAM()
 	}
 	first, ipamType := f.PrimaryTypes()
-	var known []string
+	source := func(typ string) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"type":%q}`, typ)) }
+	var known, knownIPAM []string
+	for _, b := range byIPAM {
+		if b.ipam == ipamType {
+			return source(b.typ), nil
+		}
+		knownIPAM = append(knownIPAM, b.ipam)
+	}
 	for _, b := range byPlugin {
 		if b.plugin == first {
-			return json.RawMessage(fmt.Sprintf(`{"type":%q}`, b.typ)), nil
+			return source(b.typ), nil
 		}
 		known = append(known, b.plugin)
 	}
 	found := "has no ipam object"
 	if ipamType != "" {
-		found = fmt.Sprintf("has IPAM %q, not host-local,", ipamType)
+		found = fmt.Sprintf("has IPAM %q, not host-local or %s,", ipamType, strings.Join(knownIPAM, ", "))
 	}
 	return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) %s and is none of %s: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`,
 		f.Path, first, found, strings.Join(known, ", "))

@@ -14,6 +14,7 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/taint"
 )
 
 // judgement is one count of every watched pool.
@@ -46,11 +47,16 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 		}
 		if err != nil {
 			j.unsure = true
-			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", n.Network, err))
+			name := n.Network
+			if n.Spec == nil {
+				name += " (" + n.Source.Type() + ")" // as its count would say it
+			}
+			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", name, err))
 			continue // its hysteresis stays as it was
 		}
 		w.noteUnknown(n, cnt.Unknown)
 		w.setAddresses(n, cnt)
+		exhausted := false
 		for _, r := range cnt.Ranges {
 			key := n.Network + " " + r.Set
 			was, seen := w.short[key]
@@ -61,6 +67,7 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			// is not exhausted while it is short.
 			s := pool.Short(r, n.MinFree, was) && cnt.Unknown == "" && !cnt.Grows
 			w.short[key] = s
+			exhausted = exhausted || s
 			if s && n.Action == config.PoolTaint {
 				j.short = true
 			}
@@ -77,6 +84,11 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			msg = cnt.Describe(n.Network, n.Source.Type())
 		}
 		msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
+		if exhausted {
+			// Which network is short, for people and for kubectl netready
+			// (taint.ParsePools reads the message back).
+			msg += taint.ExhaustedMark
+		}
 		if g, ok := held[n.Network]; ok {
 			msg += fmt.Sprintf(" (its netready entry left the CNI config at %s; still counted until %s)",
 				g.since.UTC().Format(time.RFC3339), g.since.Add(w.forgetAfter).UTC().Format(time.RFC3339))
@@ -126,8 +138,13 @@ func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
 // a pool that changed too recently to keep a count can be counted again.
 //
 // An agent's pool is read from the agent, within its bound; it cannot
-// tell rather than fail.
+// tell rather than fail. A pool in the API server is counted by its
+// ClusterSource (countCluster).
 func (w *Watcher) count(n pool.Network, start time.Time) (cnt pool.Count, keepAt time.Time, err error) {
+	if pool.FromSidecar(n.Source) {
+		cnt, err = w.countCluster(n)
+		return cnt, time.Time{}, err
+	}
 	if n.Spec == nil {
 		memo := w.memos[n.Network]
 		if memo == nil {

@@ -3,7 +3,9 @@
 // for it, taints the Node NoSchedule while one is short, keeps the
 // NetworkPoolExhausted condition and the pool metrics saying why, and
 // records a Node Event when the taint goes on and comes off. For pools
-// that STATUS counts instead, it keeps STATUS's count fresh.
+// that STATUS counts instead, it keeps STATUS's count fresh, and for
+// pools whose truth is in the API server it keeps the verdict STATUS
+// reads.
 package poolwatch
 
 import (
@@ -85,6 +87,14 @@ type Watcher struct {
 	// the last "cannot tell" noted per network.
 	memos   map[string]*pool.Memo
 	unknown map[string]string
+	// clusters makes the sources of pools in the API server; verdictErr
+	// is the last failure to keep a network's verdict for STATUS;
+	// clusterSince is when a source type was first asked for, and
+	// clusterCounted whether it has counted since.
+	clusters       ClusterSources
+	verdictErr     map[string]string
+	clusterSince   map[string]time.Time
+	clusterCounted map[string]bool
 }
 
 // retryMax bounds the backoff of a failing Node read or write.
@@ -103,14 +113,22 @@ type Config struct {
 	// ForgetAfter: how long a network whose netready entry left the
 	// config folder is still counted.
 	ForgetAfter time.Duration
+	// Clusters counts the pools whose truth is in the API server
+	// (calico-ipam, ovn-kubernetes); nil counts none: they cannot tell.
+	Clusters ClusterSources
 }
 
 // New returns the watch of cfg.Node's pools; Run runs it.
 func New(o Config, nodes kubeapi.Client, events kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, h *health.Health) *Watcher {
-	return &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
+	w := &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
 		short: map[string]bool{}, series: map[[2]string]bool{}, gone: map[string]goneNetwork{},
-		memos: map[string]*pool.Memo{}, unknown: map[string]string{}}
+		memos: map[string]*pool.Memo{}, unknown: map[string]string{}, clusters: o.Clusters, verdictErr: map[string]string{},
+		clusterSince: map[string]time.Time{}, clusterCounted: map[string]bool{}}
+	if w.clusters == nil {
+		w.clusters = noClusterSources
+	}
+	return w
 }
 
 // Run keeps the watch going until ctx ends. While it cannot run (no

@@ -168,7 +168,8 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if o.Uninstall {
 			go poolwatch.LiftAll(ctx, nodeClient, o.NodeName, log, h)
 		} else {
-			pc := poolwatch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter}
+			pc := poolwatch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter,
+				Clusters: newClusterSources(ctx, cfg, o.NodeName, log).get}
 			go poolwatch.New(pc, nodeClient, recorder, log, m, h).Run(ctx)
 		}
 	}

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -30,7 +32,9 @@ const ciliumPoolCIDR = "10.200.95.0/28"
 // podCIDR, and pods added with the real cilium-cni until the agent
 // refuses one. STATUS with poolAction "notready" then fails with code 50,
 // naming Cilium's own count; the real sidecar (poolAction "taint") taints
-// the Node; deleting pods lifts the taint.
+// the Node; the real kubectl-netready shows the pool exhausted with its
+// count, and names it for the refused pod, Pending on the Node; deleting
+// pods lifts the taint.
 func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 	a := harness.StartAPIServer(t)
 	cil := harness.StartRealCilium(t, a, ciliumPoolCIDR)
@@ -94,6 +98,9 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		t.Fatalf("the agent gave out 20 addresses from a /28:\n%s", cil.Log(40))
 	}
 	t.Logf("the agent refused pod %d: %v", len(pods)+1, refused)
+	// The pod the agent refused stays Pending on the node, as kubelet's
+	// sandbox retries would leave it.
+	refusedPod := fmt.Sprintf("pool-%d", len(pods))
 	// The router's address and the pods' fill the /28.
 	counted("14/14")
 	full := fmt.Sprintf(`Cilium says \"IPv4: 14/14 allocated from %s\"`, ciliumPoolCIDR)
@@ -139,6 +146,39 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 				t.Errorf("metrics lack %s:\n%s", want, harness.GrepLines(m, "netready_pool"))
 			}
 		}
+	})
+
+	t.Run("kubectl netready names the exhausted pool", func(t *testing.T) {
+		kc := a.Kubeconfig("admin", harness.AdminToken)
+		netready := func(args ...string) (string, int) {
+			out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+			code := 0
+			if ee, ok := err.(*exec.ExitError); ok {
+				code = ee.ExitCode()
+			} else if err != nil {
+				t.Fatalf("kubectl-netready %v: %v", args, err)
+			}
+			return string(out), code
+		}
+		status, code := netready("status")
+		row := regexp.MustCompile(`(?m)^` + harness.CiliumNode + `\s+cilium\s+cilium\s+0 of 14 free in ` + regexp.QuoteMeta(ciliumPoolCIDR) + `\s+1\s+exhausted$`)
+		if code != 0 || !row.MatchString(status) {
+			t.Errorf("kubectl netready status: exit %d, want 0 and the row %s:\n%s", code, row, status)
+		} else {
+			t.Logf("kubectl netready status:\n%s", status)
+		}
+		out, code := netready("explain", "-n", "default", refusedPod)
+		for _, want := range []string{
+			fmt.Sprintf("pod default/%s on node %s is not gated: netready publishes no network readiness for it; node %s's IP pool is exhausted: cilium (cilium), 0 of 14 free in %s\n",
+				refusedPod, harness.CiliumNode, harness.CiliumNode, ciliumPoolCIDR),
+			fmt.Sprintf("pool:        cilium (cilium) on %s: 0 of 14 free in %s (minFree 1): exhausted\n", harness.CiliumNode, ciliumPoolCIDR),
+			"to do:       free addresses on " + harness.CiliumNode + " (delete pods there that can go); for more per node, a larger per-node pod CIDR",
+		} {
+			if code != 1 || !strings.Contains(out, want) {
+				t.Errorf("kubectl netready explain %s: exit %d, want 1 and %q:\n%s", refusedPod, code, want, out)
+			}
+		}
+		t.Logf("kubectl netready explain %s:\n%s", refusedPod, out)
 	})
 
 	t.Run("deleting pods lifts the taint", func(t *testing.T) {

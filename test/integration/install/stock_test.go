@@ -17,7 +17,8 @@ import (
 // each network plugin writes by default (test/fixtures/stock), leaving
 // every vendor plugin and the cniVersion as written, converting ovn-
 // kubernetes' single-plugin .conf; takes `status.ipam: "auto"` where it
-// can count the chain's pool (Cilium's agent, AWS's ipamd), saying which
+// can count the chain's pool (Cilium's agent, AWS's ipamd, calico-ipam,
+// ovn-kubernetes), saying which
 // source it picked, and refuses it elsewhere, naming what the chain uses.
 func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 	for _, tc := range []struct {
@@ -25,10 +26,10 @@ func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 		autoRefused         string // what the refusal of ipam "auto" names
 		autoPicked          string // or the source it picks
 	}{
-		{"calico", "10-calico.conflist", "10-calico.conflist", `IPAM "calico-ipam", not host-local`, ""},
+		{"calico", "10-calico.conflist", "10-calico.conflist", "", "calico-ipam"},
 		{"calico-host-local", "10-calico.conflist", "10-calico.conflist", `subnet "usePodCidr"`, ""},
 		{"cilium", "05-cilium.conflist", "05-cilium.conflist", "", "cilium"},
-		{"ovn-kubernetes", "10-ovn-kubernetes.conf", "10-ovn-kubernetes.conflist", `(type "ovn-k8s-cni-overlay") has no ipam object`, ""},
+		{"ovn-kubernetes", "10-ovn-kubernetes.conf", "10-ovn-kubernetes.conflist", "", "ovn-kubernetes"},
 		{"flannel", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`, ""},
 		{"k3s", "10-flannel.conflist", "10-flannel.conflist", `(type "flannel") has no ipam object`, ""},
 		{"aws", "10-aws.conflist", "10-aws.conflist", "", "aws-vpc-cni"},

@@ -139,9 +139,11 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 	// one the scheduler means.
 	t.Logf("pool: the scheduler: %s", n.CreateUnschedulable("overflow"))
 	t.Logf("pool: kubectl netready explain overflow:\n%s", n.ExplainSays("overflow", 1, "pod default/overflow is not scheduled",
-		"tainted netready.io/pod-ips-exhausted:NoSchedule", fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)))
+		"tainted netready.io/pod-ips-exhausted:NoSchedule", fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable),
+		fmt.Sprintf("pool:        nr-node (host-local) on nr-node: 0 of %d free (minFree 1): exhausted", nodePoolUsable)))
 	status, code := n.Netready("status")
-	if code != 0 || !regexp.MustCompile(`(?m)^nr-node\s+netready-\S+\s+\S+\s+true\s+true\s+nr-node: 13 of 13`).MatchString(status) {
+	if code != 0 || !regexp.MustCompile(`(?m)^nr-node\s+netready-\S+\s+\S+\s+true\s+true\s`).MatchString(status) ||
+		!regexp.MustCompile(fmt.Sprintf(`(?m)^nr-node\s+nr-node\s+host-local\s+0 of %d free\s+1\s+exhausted$`, nodePoolUsable)).MatchString(status) {
 		t.Errorf("kubectl netready status (exit %d) does not show the taint and the pool:\n%s", code, status)
 	} else {
 		t.Logf("pool: kubectl netready status:\n%s", status)

@@ -1,0 +1,125 @@
+package explain
+
+import (
+	"fmt"
+	"math/big"
+	"slices"
+	"strings"
+
+	"github.com/netready/netready/pkg/taint"
+)
+
+// Pool is one network's IP pool on a node, as the sidecar's
+// NetworkPoolExhausted condition says it, and for an exhausted one what
+// the operator can do.
+type Pool struct {
+	taint.Pool
+	Do string `json:"do,omitempty"`
+}
+
+// poolsOf reads the pools of a node's condition.
+func poolsOf(node string, c *Condition) []Pool {
+	if c == nil {
+		return nil
+	}
+	pools := taint.ParsePools(c.Message)
+	if c.Status == "True" && !slices.ContainsFunc(pools, func(p taint.Pool) bool { return p.State == taint.PoolExhausted }) {
+		// A message without marks (an older sidecar's) on a tainted
+		// node: its short pools, by their counts (without hysteresis).
+		for i, p := range pools {
+			if p.State == taint.PoolRoom && slices.ContainsFunc(p.Ranges, func(r taint.PoolRange) bool { return r.Free.Cmp(big.NewInt(int64(p.MinFree))) < 0 }) {
+				pools[i].State = taint.PoolExhausted
+			}
+		}
+	}
+	var out []Pool
+	for _, p := range pools {
+		ps := Pool{Pool: p}
+		if p.State == taint.PoolExhausted {
+			ps.Do = advice(node, p)
+		}
+		out = append(out, ps)
+	}
+	return out
+}
+
+// advice is what an operator can do about an exhausted pool: free
+// addresses on the node, or give nodes more of them, in the source's own
+// terms.
+func advice(node string, p taint.Pool) string {
+	free := "free addresses on " + node + " (delete pods there that can go)"
+	switch p.Source {
+	case "host-local":
+		return free + ", or widen network " + p.Network + "'s host-local ranges in its CNI config on " + node
+	case "cilium":
+		return free + "; for more per node, a larger per-node pod CIDR (Cilium cluster-pool: clusterPoolIPv4MaskSize; kubernetes IPAM: kube-controller-manager --node-cidr-mask-size), which nodes get as they join"
+	case "aws-vpc-cni":
+		return free + "; ipamd is at the node's limit or the subnet is out of addresses: enable prefix delegation (ENABLE_PREFIX_DELEGATION), use an instance type with more addresses, or a subnet with free ones"
+	case "calico-ipam":
+		return free + ", or let the node claim more blocks: raise the IPAMConfig's maxBlocksPerHost, or add an IPPool with free blocks"
+	case "ovn-kubernetes":
+		return free + "; for more per node, a larger host subnet (the host prefix of ovn-kubernetes' cluster subnets), which nodes get as they join"
+	}
+	return free + ", or give the node a larger pool in " + p.Source + "'s configuration"
+}
+
+// exhausted is the node's exhausted pools.
+func (n *NodeReport) exhausted() []Pool {
+	var out []Pool
+	for _, p := range n.Pools {
+		if p.State == taint.PoolExhausted {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// name is "network (source)".
+func (p Pool) name() string { return p.Network + " (" + p.Source + ")" }
+
+// freeText is "f of c free" for each range set, or "-" when nothing was
+// counted.
+func (p Pool) freeText() string {
+	var parts []string
+	for _, r := range p.Ranges {
+		s := fmt.Sprintf("%s of %s free", r.Free, r.Capacity)
+		if r.Cooling > 0 {
+			s += fmt.Sprintf(" (%d cooling down)", r.Cooling)
+		}
+		if r.Set != "" {
+			s += " in " + r.Set
+		}
+		parts = append(parts, s)
+	}
+	if len(parts) == 0 {
+		return "-"
+	}
+	return strings.Join(parts, ", ")
+}
+
+// stateText says the verdict for a person.
+func (p Pool) stateText() string {
+	switch p.State {
+	case taint.PoolExhausted:
+		return "exhausted"
+	case taint.PoolRoom:
+		return "has room"
+	case taint.PoolGrows:
+		return "can grow (the source adds addresses)"
+	}
+	return "can't tell, so it taints nothing: " + p.Why
+}
+
+// poolSummary is "; node N's IP pool X is exhausted (f of c free)" for
+// a pod's summary, or "".
+func poolSummary(n *NodeReport) string {
+	ex := n.exhausted()
+	if len(ex) == 0 {
+		return ""
+	}
+	names := make([]string, len(ex))
+	for i, p := range ex {
+		names[i] = fmt.Sprintf("%s, %s", p.name(), p.freeText())
+	}
+	return fmt.Sprintf("; node %s's IP pool is exhausted: %s", n.Node, strings.Join(names, "; "))
+}

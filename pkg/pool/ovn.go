@@ -1,0 +1,32 @@
+package pool
+
+import (
+	"encoding/json"
+	"fmt"
+
+	"github.com/netready/netready/pkg/config"
+)
+
+// ovnKind is ovn-kubernetes: ovnkube allocates each pod's address from
+// the node's subnet (the Node annotation k8s.ovn.org/node-subnets) and
+// records it on the pod (k8s.ovn.org/pod-networks). Both are in the API
+// server, which only the sidecar reads (pkg/ovnpool); STATUS reads the
+// sidecar's verdict.
+var ovnKind = kind{
+	typ: config.IPAMOVN,
+	make: func(network string, ipam json.RawMessage) (Source, error) {
+		return makeFromSidecar(config.IPAMOVN, network, ipam)
+	},
+}
+
+// makeFromSidecar makes the source of a type the sidecar counts: its
+// ipam object has nothing but the type.
+func makeFromSidecar(typ, network string, ipam json.RawMessage) (Source, error) {
+	var o struct {
+		Type string `json:"type"`
+	}
+	if err := config.StrictUnmarshal(ipam, &o); err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	return newFromSidecar(typ, network), nil
+}

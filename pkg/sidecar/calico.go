@@ -1,0 +1,20 @@
+package sidecar
+
+import (
+	"fmt"
+
+	"k8s.io/client-go/dynamic"
+
+	"github.com/netready/netready/pkg/calicoipam"
+)
+
+// calico watches Calico's IPAM objects. Only deploy/components/calico
+// grants reading them: without it the source cannot tell, naming the
+// component (calicoipam.Watcher.Count), and nothing fails.
+func (c *clusterSources) calico() (clusterSource, error) {
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return calicoipam.New(calicoipam.Options{Dynamic: dyn, Node: c.node, Log: c.log}), nil
+}

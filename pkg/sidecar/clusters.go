@@ -1,0 +1,79 @@
+package sidecar
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"sync"
+
+	"k8s.io/client-go/rest"
+
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/kubeapi"
+	"github.com/netready/netready/pkg/ovnpool"
+	"github.com/netready/netready/pkg/poolwatch"
+)
+
+// clusterSource is a ClusterSource with the watches it runs.
+type clusterSource interface {
+	poolwatch.ClusterSource
+	Run(ctx context.Context)
+}
+
+// clusterSources makes the sources of pools whose truth is in the API
+// server, each at the first count that needs it, so that a node whose
+// networks need none watches nothing for them (and needs none of their
+// RBAC). Each runs its watches until ctx, the sidecar's, ends: the pool
+// watch that asks for them runs as long.
+type clusterSources struct {
+	ctx  context.Context
+	cfg  *rest.Config
+	node string
+	log  *slog.Logger
+
+	mu   sync.Mutex
+	made map[string]clusterSource
+}
+
+func newClusterSources(ctx context.Context, cfg *rest.Config, node string, log *slog.Logger) *clusterSources {
+	return &clusterSources{ctx: ctx, cfg: cfg, node: node, log: log.With("part", "pool"), made: map[string]clusterSource{}}
+}
+
+// get is poolwatch.ClusterSources.
+func (c *clusterSources) get(typ string) (poolwatch.ClusterSource, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if s, ok := c.made[typ]; ok {
+		return s, nil
+	}
+	var (
+		s   clusterSource
+		err error
+	)
+	switch typ {
+	case config.IPAMOVN:
+		s, err = c.ovn()
+	case config.IPAMCalico:
+		s, err = c.calico()
+	default:
+		return nil, fmt.Errorf("netready-sidecar cannot count a pool of type %q from the API server", typ)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", typ, err)
+	}
+	c.log.Info("counting a pool from the API server", "source", typ)
+	go s.Run(c.ctx)
+	c.made[typ] = s
+	return s, nil
+}
+
+// ovn reads the node's pods and its Node, which the sidecar's own RBAC
+// allows, through a client of its own: its list never queues the
+// sidecar's pod and Node writes.
+func (c *clusterSources) ovn() (clusterSource, error) {
+	client, err := kubeapi.NewREST(c.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("kubernetes client: %w", err)
+	}
+	return ovnpool.New(ovnpool.Options{Client: client, Node: c.node, Log: c.log}), nil
+}

@@ -1,0 +1,140 @@
+package taint
+
+import (
+	"math/big"
+	"regexp"
+	"strconv"
+	"strings"
+)
+
+// The condition's message is for a person first (kubectl describe node),
+// and kubectl netready reads it back: it is the only place, among what the
+// sidecar may write, that names each pool. The pool watch writes one part
+// per network, joined by "; ":
+//
+//	NETWORK[ (SOURCE)]: N of M addresses in use[, K cooling down][ in SET][, ...][; the source can add addresses | ; cannot tell: WHY] (minFree F)[, exhausted][ (NOTE)]
+//	NETWORK[ (SOURCE)]: cannot count: WHY
+//
+// SOURCE is status.ipam's type, left out for host-local; network names are
+// CNI's ([A-Za-z0-9][A-Za-z0-9_.-]*).
+
+// ExhaustedMark follows "(minFree F)" in the part of a network whose pool
+// the sidecar judges exhausted (hysteresis included): the taint, or
+// STATUS's failure with poolAction "notready", is that network's doing.
+const ExhaustedMark = ", exhausted"
+
+// States of a Pool.
+const (
+	PoolExhausted = "exhausted"
+	PoolRoom      = "room"    // fewer than minFree are not missing
+	PoolGrows     = "grows"   // the source adds addresses by itself
+	PoolUnknown   = "unknown" // can't tell: Why says why
+)
+
+// Pool is one network's pool as the condition's message says it.
+type Pool struct {
+	Network string `json:"network"`
+	// Source is status.ipam's type: "host-local", "cilium", ...
+	Source  string      `json:"source"`
+	Ranges  []PoolRange `json:"ranges,omitempty"`
+	MinFree int         `json:"minFree,omitempty"`
+	State   string      `json:"state"`
+	// Why is, for a pool that can't tell, the source's reason.
+	Why string `json:"why,omitempty"`
+}
+
+// PoolRange is one range set's count (a pod takes one address from each).
+type PoolRange struct {
+	// Set names the range set when the message does ("10.1.0.0/28",
+	// "IPv6"); it does for a pool of several, and for an agent's CIDR.
+	Set      string   `json:"set,omitempty"`
+	Free     *big.Int `json:"free"`
+	Capacity *big.Int `json:"capacity"`
+	Used     int64    `json:"used"`
+	Cooling  int64    `json:"cooling,omitempty"`
+}
+
+// partStart finds where each network's part begins: the name, the source,
+// and the start of what a part can say first. A reason that quotes another
+// part's start could split a part; none of the sources' reasons does.
+var partStart = regexp.MustCompile(`(?:^|; )([A-Za-z0-9][A-Za-z0-9_.-]*)(?: \(([A-Za-z0-9][A-Za-z0-9_.-]*)\))?` +
+	`(?:: \d+ of \d+ addresses in use|: cannot count: |; cannot tell: | \(minFree \d+\))`)
+
+var (
+	rangeCount = regexp.MustCompile(`(\d+) of (\d+) addresses in use(?:, (\d+) cooling down)?(?: in ([^\s,;()]+(?:,[^\s,;()]+)*))?`)
+	minFreeAt  = regexp.MustCompile(` \(minFree (\d+)\)`)
+)
+
+// ParsePools reads back the pools of a message the pool watch wrote, in
+// its order. Text it does not know is skipped; a part cut short (the
+// message is bounded) can't tell.
+func ParsePools(msg string) []Pool {
+	locs := partStart.FindAllStringSubmatchIndex(msg, -1)
+	out := make([]Pool, 0, len(locs))
+	for i, loc := range locs {
+		end := len(msg)
+		if i+1 < len(locs) {
+			end = locs[i+1][0]
+		}
+		p := Pool{Network: msg[loc[2]:loc[3]], Source: "host-local"}
+		bodyAt := loc[3]
+		if loc[4] >= 0 {
+			p.Source, bodyAt = msg[loc[4]:loc[5]], loc[5]+1
+		}
+		parsePart(&p, msg[bodyAt:end])
+		if i == len(locs)-1 && cut(msg) && p.State != PoolExhausted {
+			// What followed, its mark among it, is lost.
+			p.State, p.Why = PoolUnknown, cutShort
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// cutShort is why a pool whose part the message's bound cut can't tell.
+const cutShort = "the condition's message is cut short before this pool's verdict"
+
+// cut reports whether Condition cut the message at its bound.
+func cut(msg string) bool { return len(msg) == maxMessage && strings.HasSuffix(msg, "...") }
+
+// parsePart reads what follows the network and source.
+func parsePart(p *Pool, body string) {
+	if why, ok := strings.CutPrefix(body, ": cannot count: "); ok {
+		p.State, p.Why = PoolUnknown, why
+		return
+	}
+	m := minFreeAt.FindAllStringSubmatchIndex(body, -1)
+	if len(m) == 0 {
+		p.State, p.Why = PoolUnknown, cutShort
+		p.Ranges = ranges(body)
+		return
+	}
+	last := m[len(m)-1]
+	p.MinFree, _ = strconv.Atoi(body[last[2]:last[3]])
+	counts, tail := body[:last[0]], body[last[1]:]
+	if before, why, ok := strings.Cut(counts, "; cannot tell: "); ok {
+		p.Ranges, p.State, p.Why = ranges(before), PoolUnknown, why
+		return
+	}
+	p.Ranges = ranges(counts)
+	switch {
+	case strings.HasPrefix(tail, ExhaustedMark):
+		p.State = PoolExhausted
+	case strings.Contains(counts, "; the source can add addresses"):
+		p.State = PoolGrows
+	default:
+		p.State = PoolRoom
+	}
+}
+
+func ranges(s string) []PoolRange {
+	var out []PoolRange
+	for _, m := range rangeCount.FindAllStringSubmatch(s, -1) {
+		used, _ := strconv.ParseInt(m[1], 10, 64)
+		capacity, _ := new(big.Int).SetString(m[2], 10)
+		cooling, _ := strconv.ParseInt(m[3], 10, 64) // "" is 0
+		free := new(big.Int).Sub(capacity, big.NewInt(used+cooling))
+		out = append(out, PoolRange{Set: m[4], Free: free, Capacity: capacity, Used: used, Cooling: cooling})
+	}
+	return out
+}
