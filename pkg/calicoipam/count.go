@@ -16,10 +16,11 @@ import (
 // (libcalico-go/lib/ipam/ipam.go; libcalico-go#1368, Calico 3.18).
 const defaultMaxBlocksPerHost = 20
 
-// ClusterFull is in a Count's Said when no pool that serves the node has a
-// free address or a free block anywhere in the cluster: every node's pods
-// are short, not only this one's. The sidecar says it per node, as for any
-// exhausted pool; a cluster-wide alert can match on it.
+// ClusterFull is in a Count's Said, and the Count's ClusterFull is set,
+// when no pool that serves the node has a free address or a free block
+// anywhere in the cluster: every node's pods are short, not only this
+// one's. Each node's taint says it; the alert on
+// netready_pool_cluster_full says it once.
 const ClusterFull = "every IP pool that serves this node is full cluster-wide"
 
 // state is what the informers hold, as Count reads it.
@@ -54,8 +55,9 @@ type family struct {
 // limit and autoAllocateBlocks is on, if a pool that serves the node has
 // one free; when it has none, with strictAffinity off, any address free in
 // another block of those pools. The block limit and autoAllocateBlocks off
-// both end the request before borrowing.
-func (s *state) count() pool.Count {
+// both end the request before borrowing. scope is the families and pools
+// the chain's Calico CNI config assigns from.
+func (s *state) count(scope pool.Scope) pool.Count {
 	cfg := ipamConfig{AutoAllocateBlocks: true}
 	if s.config != nil {
 		cfg = *s.config
@@ -69,18 +71,37 @@ func (s *state) count() pool.Count {
 	var cnt pool.Count
 	var said []string
 	grows, full := true, true
-	for _, is4 := range []bool{true, false} {
+	for _, fam := range []struct {
+		is4       bool
+		on        bool
+		requested []string
+	}{{true, scope.IPv4, scope.IPv4Pools}, {false, scope.IPv6, scope.IPv6Pools}} {
+		if !fam.on {
+			continue // the CNI config does not assign this family
+		}
+		is4 := fam.is4
 		var fp []*ipPool
-		for _, p := range eligible {
-			if p.CIDR.Addr().Is4() == is4 {
-				fp = append(fp, p)
+		if len(fam.requested) > 0 {
+			var missing string
+			fp, missing = s.requestedPools(fam.requested, is4)
+			if missing != "" {
+				cnt.Unknown = "calico-ipam: " + missing
+				return cnt
+			}
+		} else {
+			for _, p := range eligible {
+				if p.CIDR.Addr().Is4() == is4 {
+					fp = append(fp, p)
+				}
 			}
 		}
 		if len(fp) == 0 {
 			continue
 		}
 		f := s.family(is4, fp, cfg, limit)
-		cnt.Ranges = append(cnt.Ranges, pool.Range{Set: f.name, Usable: big.NewInt(f.usable), Used: f.used, Cooling: f.cooling})
+		// A family that can claim or borrow is never the one short: a
+		// dual-stack pod fails only on a family that cannot grow.
+		cnt.Ranges = append(cnt.Ranges, pool.Range{Set: f.name, Usable: big.NewInt(f.usable), Used: f.used, Cooling: f.cooling, Grows: f.grows})
 		said = append(said, f.say(cfg))
 		grows = grows && f.grows
 		full = full && f.full
@@ -97,6 +118,7 @@ func (s *state) count() pool.Count {
 	cnt.Said = "calico-ipam: " + strings.Join(said, "; ")
 	if full {
 		cnt.Said += "; " + ClusterFull
+		cnt.ClusterFull = true
 	}
 	if len(notes) > 0 {
 		cnt.Said += "; " + strings.Join(notes, "; ")
@@ -141,6 +163,35 @@ func (s *state) eligiblePools() (eligible []*ipPool, unsure, notes []string) {
 	return eligible, unsure, notes
 }
 
+// requestedPools are the pools the CNI config's ipv4_pools or ipv6_pools
+// name, by name or CIDR. calico-ipam takes them whatever their
+// nodeSelector (determinePools), but only enabled and for workloads;
+// missing says which is not, for then every request fails, which is not
+// exhaustion.
+func (s *state) requestedPools(requested []string, is4 bool) (fp []*ipPool, missing string) {
+	for _, want := range requested {
+		var found *ipPool
+		for _, p := range s.pools {
+			if p.Invalid == "" && (p.Name == want || p.CIDR.String() == want || p.CIDR.Masked().String() == want) {
+				found = p
+				break
+			}
+		}
+		switch {
+		case found == nil:
+			return nil, fmt.Sprintf("the CNI config's pool %q is not an IPPool", want)
+		case found.Disabled || found.CIDR.Addr().Is4() != is4:
+			return nil, fmt.Sprintf("the CNI config's pool %q (IPPool %s) is disabled or of the other family: calico-ipam fails every request", want, found.Name)
+		case len(found.AllowedUses) > 0 && !slices.Contains(found.AllowedUses, "Workload"):
+			continue
+		}
+		if !slices.Contains(fp, found) {
+			fp = append(fp, found)
+		}
+	}
+	return fp, ""
+}
+
 func poolOf(pools []*ipPool, p netip.Prefix) *ipPool {
 	for _, pl := range pools {
 		if pl.CIDR.Contains(p.Addr()) {
@@ -156,6 +207,17 @@ func (s *state) family(is4 bool, pools []*ipPool, cfg ipamConfig, limit int) fam
 		f.name = "IPv4"
 	}
 	mine := "host:" + s.node
+	// The node's blocks: its affinities (getAffineBlocks lists all but the
+	// deleted ones, whatever their state) in the pools that serve it.
+	owned := make(map[netip.Prefix]bool)
+	for _, a := range s.affinities {
+		if a.Node != s.node || a.Deleted || !a.Host || !a.CIDR.IsValid() || a.CIDR.Addr().Is4() != is4 || owned[a.CIDR] {
+			continue
+		}
+		if poolOf(pools, a.CIDR) != nil {
+			owned[a.CIDR] = true
+		}
+	}
 	byCIDR := make(map[netip.Prefix]*block)
 	perPool := make(map[*ipPool]int)
 	for _, b := range s.blocks {
@@ -169,33 +231,26 @@ func (s *state) family(is4 bool, pools []*ipPool, cfg ipamConfig, limit int) fam
 		}
 		perPool[p]++
 		used, cooling, free := s.usage(b, cfg.Cooldown)
-		if b.Affinity != mine {
+		if b.Affinity != mine || !owned[b.CIDR] {
 			// findUsableBlock reclaims another node's empty block, and
 			// borrowing takes any free address of a block not the node's.
+			// A block marked as the node's without a live affinity is
+			// counted so too: it is not among the node's affine blocks,
+			// and counting it as room errs away from exhausted.
 			if used == 0 && cooling == 0 && free > 0 {
 				f.claimable = true
 			}
 			f.borrowable += free
 		}
 	}
-	// The node's blocks: its affinities (getAffineBlocks lists all but the
-	// deleted ones, whatever their state) in the pools that serve it.
-	owned := make(map[netip.Prefix]bool)
-	for _, a := range s.affinities {
-		if a.Node != s.node || a.Deleted || !a.Host || !a.CIDR.IsValid() || a.CIDR.Addr().Is4() != is4 || owned[a.CIDR] {
-			continue
-		}
-		if poolOf(pools, a.CIDR) == nil {
-			continue
-		}
-		owned[a.CIDR] = true
+	for cidr := range owned {
 		f.owned++
-		b, ok := byCIDR[a.CIDR]
+		b, ok := byCIDR[cidr]
 		switch {
 		case !ok:
 			// getBlockFromAffinity creates the block of an affinity that
 			// has none: all of it is the node's.
-			n := int64(1) << (a.CIDR.Addr().BitLen() - a.CIDR.Bits())
+			n := int64(1) << (cidr.Addr().BitLen() - cidr.Bits())
 			f.usable += n
 		case b.Affinity == mine:
 			used, cooling, free := s.usage(b, cfg.Cooldown)
@@ -217,11 +272,12 @@ func (s *state) family(is4 bool, pools []*ipPool, cfg ipamConfig, limit int) fam
 
 // usage counts a block: released addresses still in their cooldown are
 // cooling; once it has passed, the next auto-assign deallocates them, so
-// they are free.
+// they are free. A release time that could not be read counts as free:
+// a guess must err away from exhausted.
 func (s *state) usage(b *block, cooldown time.Duration) (used, cooling, free int64) {
 	used, free = int64(b.Used), int64(b.Free)
 	for _, at := range b.Released {
-		if at.IsZero() || s.now.Sub(at) < cooldown {
+		if !at.IsZero() && s.now.Sub(at) < cooldown {
 			cooling++
 		} else {
 			free++

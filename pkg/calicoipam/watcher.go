@@ -179,10 +179,10 @@ func (w *Watcher) Run(ctx context.Context) {
 	wg.Wait()
 }
 
-// Count counts the node's pool from what the informers hold. It cannot tell
-// until every informer has listed once, and while the sidecar may not read
-// Calico's objects.
-func (w *Watcher) Count(ctx context.Context) pool.Count {
+// Count counts the node's pool, in what scope names, from what the
+// informers hold. It cannot tell until every informer has listed once, and
+// while the sidecar may not read Calico's objects.
+func (w *Watcher) Count(ctx context.Context, scope pool.Scope) pool.Count {
 	for _, ww := range w.informers {
 		if err := ww.lastErr(); err != nil {
 			if u := unknownFor(ww.what, err); u != "" {
@@ -215,7 +215,31 @@ func (w *Watcher) Count(ctx context.Context) pool.Count {
 		}
 		return pool.Count{Unknown: fmt.Sprintf("calico-ipam: still reading node %s's labels", w.opts.Node)}
 	}
-	return s.count()
+	return s.count(scope)
+}
+
+// Syncing is true while Count cannot tell only because the first lists,
+// or the first read of the node's labels, have not finished: not when one
+// failed for a reason retrying does not cure (RBAC, a missing CRD or
+// Node).
+func (w *Watcher) Syncing() bool {
+	for _, ww := range w.informers {
+		if err := ww.lastErr(); err != nil && unknownFor(ww.what, err) != "" {
+			return false
+		}
+	}
+	w.nodeMu.Lock()
+	labels, err := w.labels, w.nodeErr
+	w.nodeMu.Unlock()
+	if labels == nil {
+		return !apierrors.IsNotFound(err) && !apierrors.IsForbidden(err)
+	}
+	for _, ww := range w.informers {
+		if !ww.inf.HasSynced() {
+			return true
+		}
+	}
+	return false
 }
 
 // unknownFor says what to do about an error reading a resource, or "" for

@@ -98,7 +98,7 @@ func waitCount(t *testing.T, w *Watcher, ok func(pool.Count) bool) pool.Count {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for {
-		c := w.Count(context.Background())
+		c := w.Count(context.Background(), pool.Scope{IPv4: true, IPv6: true})
 		if ok(c) || time.Now().After(deadline) {
 			return c
 		}
@@ -114,8 +114,11 @@ func TestWatcherCounts(t *testing.T) {
 		obj("BlockAffinity", "n1-10-0-0-0-26", map[string]any{"node": "n1", "cidr": "10.0.0.0/26", "state": "confirmed", "deleted": "false"}),
 	)
 	w := New(Options{Dynamic: dyn, Node: "n1"})
-	if c := w.Count(context.Background()); !strings.Contains(c.Unknown, "still reading") {
+	if c := w.Count(context.Background(), pool.Scope{IPv4: true, IPv6: true}); !strings.Contains(c.Unknown, "still reading") {
 		t.Fatalf("before Run: got %+v, want cannot tell (not synced)", c)
+	}
+	if !w.Syncing() {
+		t.Error("before Run: Syncing() = false")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -125,6 +128,9 @@ func TestWatcherCounts(t *testing.T) {
 		Said: "calico-ipam: IPv4: 4 of 64 free in 1 affine block, no free block in p, strictAffinity on"}
 	if d := cmp.Diff(want, c, cmp.Comparer(func(a, b *big.Int) bool { return a.Cmp(b) == 0 })); d != "" {
 		t.Errorf("Count (-want +got):\n%s", d)
+	}
+	if w.Syncing() {
+		t.Error("after the first count: Syncing() = true")
 	}
 	if w.Type() != "calico-ipam" {
 		t.Errorf("Type() = %q", w.Type())
@@ -147,6 +153,9 @@ func TestWatcherForbiddenSaysAddTheComponent(t *testing.T) {
 	if c.Exhausted(1) != nil {
 		t.Errorf("cannot tell must never be exhausted")
 	}
+	if w.Syncing() {
+		t.Error("forbidden is an answer, but Syncing() = true")
+	}
 }
 
 func TestWatcherUnknownNode(t *testing.T) {
@@ -158,5 +167,8 @@ func TestWatcherUnknownNode(t *testing.T) {
 	c := waitCount(t, w, func(c pool.Count) bool { return strings.Contains(c.Unknown, "not in the API server") })
 	if !strings.Contains(c.Unknown, "node elsewhere is not in the API server") {
 		t.Errorf("got %+v", c)
+	}
+	if w.Syncing() {
+		t.Error("a Node that is not there is an answer, but Syncing() = true")
 	}
 }

@@ -211,10 +211,22 @@ func (f *File) PrimaryTypes() (string, string) {
 
 // PrimaryIPAM returns the first plugin's ipam object if it is host-local.
 func (f *File) PrimaryIPAM() json.RawMessage {
+	if ipam := f.FirstIPAM(); pluginType(ipam) == "host-local" {
+		return ipam
+	}
+	return nil
+}
+
+// FirstIPAM returns the first plugin's ipam object, of whatever type, or
+// nil.
+func (f *File) FirstIPAM() json.RawMessage {
+	if len(f.Plugins) == 0 {
+		return nil
+	}
 	var p struct {
 		IPAM json.RawMessage `json:"ipam"`
 	}
-	if json.Unmarshal(f.Plugins[0], &p) != nil || pluginType(p.IPAM) != "host-local" {
+	if json.Unmarshal(f.Plugins[0], &p) != nil {
 		return nil
 	}
 	return p.IPAM

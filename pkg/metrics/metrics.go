@@ -22,6 +22,7 @@ type Metrics struct {
 	PoolSize       *prometheus.GaugeVec
 	PoolAddresses  *prometheus.GaugeVec
 	PoolUnknown    *prometheus.GaugeVec
+	PoolFull       *prometheus.GaugeVec
 	Tainted        prometheus.Gauge
 	PendingOldest  prometheus.Gauge
 	GatedPods      prometheus.Gauge
@@ -86,6 +87,10 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_pool_unknown",
 			Help: "1 while netready cannot tell whether a watched pool is exhausted (its agent does not answer, or gives no capacity): the pool never taints the node then.",
 		}, []string{"network", "source"}),
+		PoolFull: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+			Name: "netready_pool_cluster_full",
+			Help: "1 while the pool's source says every pool that serves the node is full cluster-wide (calico-ipam: no free address or block in any node's blocks): every node says the same, so alert on max by (network, source).",
+		}, []string{"network", "source"}),
 		AddWait: prometheus.NewHistogramVec(prometheus.HistogramOpts{
 			Name:    "netready_add_wait_seconds",
 			Help:    "How long each ADD that began while the sidecar ran waited for the network, by network and outcome: ready, timeout_proceed (a pending marker), timeout_fail (from the outcome journal: the marker is removed).",
@@ -126,7 +131,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		ConstLabels: prometheus.Labels{"version": buildversion.BuildVersion},
 	})
 	build.Set(1)
-	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize, m.PoolAddresses, m.PoolUnknown,
+	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize, m.PoolAddresses, m.PoolUnknown, m.PoolFull,
 		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, m.InstallBackedOff, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/watch"
@@ -120,8 +121,9 @@ func ovnAnnotations(all map[string]string) map[string]string {
 }
 
 // Count is the pool as of the last read of the Node and the pod cache.
-// It cannot tell until both have been read.
-func (w *Watcher) Count(context.Context) pool.Count {
+// It cannot tell until both have been read. The node's subnets are all
+// its pods take from: there is no scope to narrow.
+func (w *Watcher) Count(context.Context, pool.Scope) pool.Count {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	switch {
@@ -139,6 +141,18 @@ func (w *Watcher) Count(context.Context) pool.Count {
 		}
 	}
 	return count(w.annotations, pods)
+}
+
+// Syncing is true while Count cannot tell only because the Node or the
+// node's pods have not been read yet: not when the Node read failed for a
+// reason retrying does not cure (RBAC, no such Node).
+func (w *Watcher) Syncing() bool {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.annotations == nil {
+		return !apierrors.IsNotFound(w.nodeErr) && !apierrors.IsForbidden(w.nodeErr)
+	}
+	return !w.synced()
 }
 
 // podInformer lists and watches this node's pods (by field selector) and

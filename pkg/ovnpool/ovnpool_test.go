@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // TestWatcher: the count cannot tell until the Node and the pods are
@@ -26,21 +27,27 @@ func TestWatcher(t *testing.T) {
 	}
 	client := fake.NewClientset(node, pod("a", "n1", "10.244.1.3"), pod("other", "n2", "10.244.1.4"))
 	w := New(Options{Client: kubeapitest.Fake{C: client}, Node: "n1", Log: slog.New(slog.NewTextHandler(io.Discard, nil)), NodeRefresh: time.Hour})
-	if c := w.Count(context.Background()); !strings.Contains(c.Unknown, "not been read yet") {
+	if c := w.Count(context.Background(), pool.Scope{IPv4: true, IPv6: true}); !strings.Contains(c.Unknown, "not been read yet") {
 		t.Errorf("before Run: %+v, want cannot tell", c)
+	}
+	if !w.Syncing() {
+		t.Error("before Run: Syncing() = false")
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
 	go func() { defer close(done); w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	used := func() int64 {
-		c := w.Count(context.Background())
+		c := w.Count(context.Background(), pool.Scope{IPv4: true, IPv6: true})
 		if c.Unknown != "" || len(c.Ranges) != 1 {
 			return -1
 		}
 		return c.Ranges[0].Used
 	}
 	waitFor(t, "one pod counted (not n2's)", func() bool { return used() == 1 })
+	if w.Syncing() {
+		t.Error("after the first count: Syncing() = true")
+	}
 	if _, err := client.CoreV1().Pods("ns").Create(ctx, pod("b", "n1", "10.244.1.5"), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}

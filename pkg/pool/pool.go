@@ -36,6 +36,10 @@ type Range struct {
 	// Cooling are addresses released but not yet given out again
 	// (ipamd's cooldown): neither used nor free.
 	Cooling int64 `json:"cooling,omitempty"`
+	// Grows: the source adds addresses to this range set by itself while
+	// it is short (one family of a dual-stack Calico pool that can still
+	// claim a block), so it is never what exhausts the pool.
+	Grows bool `json:"grows,omitempty"`
 }
 
 // Free is what is left.
@@ -118,10 +122,10 @@ func Short(r Range, minFree int, wasShort bool) bool {
 }
 
 // Shortfall describes the first range set of rs with fewer than minFree
-// addresses left, or returns nil.
+// addresses left that its source does not grow, or returns nil.
 func Shortfall(rs []Range, minFree int) error {
 	for _, r := range rs {
-		if !Short(r, minFree, false) {
+		if r.Grows || !Short(r, minFree, false) {
 			continue
 		}
 		what := "IP pool exhausted"

@@ -44,6 +44,10 @@ type Count struct {
 	// Said is the source's own account of its count ("IPv4: 14/14
 	// allocated from 10.2.0.0/28"), which messages quote.
 	Said string `json:"said,omitempty"`
+	// ClusterFull: every pool that serves the node is full on every node
+	// (calico-ipam: no free address or block anywhere in them). Every
+	// node says the same, so it is alerted on once per cluster.
+	ClusterFull bool `json:"clusterFull,omitempty"`
 }
 
 // Memo is what a source keeps from one read to the next: in STATUS's
@@ -129,6 +133,9 @@ func (c Count) Describe(network, source string) string {
 		p := r.InUse()
 		if len(c.Ranges) > 1 || r.Set != "IPv4" && r.Set != "IPv6" {
 			p += " in " + r.Set
+		}
+		if r.Grows && !c.Grows {
+			p += " (can add addresses)"
 		}
 		parts = append(parts, p)
 	}

@@ -109,6 +109,7 @@ type fromSidecar struct {
 	typ     string
 	network string
 	path    string
+	scope   *Scope // nil: AllFamilies
 }
 
 // newFromSidecar makes typ's source for network, reading the verdict

@@ -22,9 +22,14 @@ var byPlugin = []struct{ plugin, typ string }{
 }
 
 // byIPAM maps the first plugin's ipam type to the status.ipam type that
-// counts its pool (Calico's plugin allocates with calico-ipam).
-var byIPAM = []struct{ ipam, typ string }{
-	{"calico-ipam", "calico-ipam"},
+// counts its pool (Calico's plugin allocates with calico-ipam), and the
+// keys of that ipam object the source keeps: those that say which
+// families and pools the plugin assigns from.
+var byIPAM = []struct {
+	ipam, typ string
+	keep      []string
+}{
+	{"calico-ipam", "calico-ipam", []string{"assign_ipv4", "assign_ipv6", "ipv4_pools", "ipv6_pools"}},
 }
 
 // TypeOf is the "type" of an ipam object: the source it names.
@@ -50,7 +55,7 @@ func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
 	var known, knownIPAM []string
 	for _, b := range byIPAM {
 		if b.ipam == ipamType {
-			return source(b.typ), nil
+			return kept(f.FirstIPAM(), b.typ, b.keep)
 		}
 		knownIPAM = append(knownIPAM, b.ipam)
 	}
@@ -66,4 +71,21 @@ func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
 	}
 	return nil, fmt.Errorf(`ipam "auto": the first plugin of %s (type %q) %s and is none of %s: netready cannot count its pool, so leave "status.ipam" out (the pool is not watched), or set it to an ipam object that names the source`,
 		f.Path, first, found, strings.Join(known, ", "))
+}
+
+// kept is the source typ's ipam object with the keys of ipam it keeps.
+func kept(ipam json.RawMessage, typ string, keys []string) (json.RawMessage, error) {
+	var all map[string]json.RawMessage
+	if err := json.Unmarshal(ipam, &all); err != nil {
+		return nil, fmt.Errorf(`ipam "auto": the first plugin's ipam: %w`, err)
+	}
+	out := map[string]json.RawMessage{}
+	for _, k := range keys {
+		if v, ok := all[k]; ok {
+			out[k] = v
+		}
+	}
+	t, _ := json.Marshal(typ)
+	out["type"] = t
+	return json.Marshal(out)
 }

@@ -56,9 +56,24 @@ func (w *Watcher) noteUnknown(n pool.Network, why string) {
 		"network %s: netready cannot tell whether its IP pool (%s) is exhausted, so the pool does not taint the node: %s", n.Network, n.Source.Type(), why)
 }
 
+// deleteSourceSeries drops a network's per-source series once it is no
+// longer counted, so that no alert outlives its pool.
+func (w *Watcher) deleteSourceSeries(network, source string) {
+	for _, state := range []string{"free", "used", "capacity"} {
+		w.metrics.PoolAddresses.DeleteLabelValues(network, source, state)
+	}
+	w.metrics.PoolUnknown.DeleteLabelValues(network, source)
+	w.metrics.PoolFull.DeleteLabelValues(network, source)
+}
+
 // setAddresses keeps netready_pool_addresses for the range set with the
-// fewest free addresses.
+// fewest free addresses, and netready_pool_cluster_full.
 func (w *Watcher) setAddresses(n pool.Network, cnt pool.Count) {
+	full := 0.0
+	if cnt.ClusterFull && cnt.Unknown == "" {
+		full = 1
+	}
+	w.metrics.PoolFull.WithLabelValues(n.Network, n.Source.Type()).Set(full)
 	r, ok := cnt.Tightest()
 	if !ok {
 		return

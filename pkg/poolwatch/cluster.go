@@ -10,8 +10,14 @@ import (
 
 // ClusterSource counts a pool whose truth is in the API server.
 type ClusterSource interface {
-	Type() string                         // "calico-ipam", "ovn-kubernetes"
-	Count(ctx context.Context) pool.Count // Unknown set (with reason) until its watches have synced or when it cannot tell
+	Type() string // "calico-ipam", "ovn-kubernetes"
+	// Count counts what scope names of the node's pool. Unknown is set
+	// (with a reason) until its watches have synced, or when it cannot tell.
+	Count(ctx context.Context, scope pool.Scope) pool.Count
+	// Syncing is true while its first reads have neither finished nor
+	// failed for a reason that retrying does not cure (RBAC, a missing
+	// CRD): its cannot tell is not yet an answer.
+	Syncing() bool
 }
 
 // ClusterSources returns the ClusterSource of a type, made and started at
@@ -23,36 +29,46 @@ type ClusterSources func(typ string) (ClusterSource, error)
 // watches' caches, in memory.
 const clusterBudget = 2 * time.Second
 
-// clusterSyncGrace is how long a ClusterSource that has not counted yet
-// (its watches are still listing) holds the taint as it is, neither
-// adding nor lifting it, so that a sidecar restart does not lift a taint
-// that still applies. After it, cannot tell is cannot tell.
-const clusterSyncGrace = 30 * time.Second
+// clusterSyncLimit bounds how long a ClusterSource that is still syncing
+// (its watches listing, as after a sidecar restart) holds the taint and
+// the verdict as they are, neither adding nor lifting, so that a restart
+// does not lift a taint that still applies. A list of thousands of blocks
+// takes seconds; one that takes longer than this is a failure, and cannot
+// tell is then cannot tell.
+const clusterSyncLimit = 5 * time.Minute
 
 // countCluster counts a pool whose truth is in the API server through its
 // ClusterSource, and keeps the count for STATUS (pool.WriteVerdict), which
 // cannot read the API server. A verdict that cannot be written is logged
-// once per cause; STATUS then says it cannot tell. err is set while the
-// source has not counted yet, within clusterSyncGrace.
+// once per cause; STATUS then says it cannot tell. While the source is
+// still syncing (within clusterSyncLimit), err is set and no verdict is
+// written: the taint and STATUS's last verdict stand until it can answer,
+// and that verdict ages out by itself (pool.VerdictMaxAge).
 func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 	typ := n.Source.Type()
-	var cnt pool.Count
 	cs, err := w.clusters(typ)
-	switch {
-	case err != nil:
-		cnt = pool.Count{Unknown: err.Error()}
-	default:
-		ctx, cancel := context.WithTimeout(context.Background(), clusterBudget)
-		cnt = cs.Count(ctx)
-		cancel()
+	if err != nil {
+		cnt := pool.Count{Unknown: err.Error()}
+		w.keepVerdict(n, typ, cnt)
+		return cnt, nil
 	}
+	ctx, cancel := context.WithTimeout(context.Background(), clusterBudget)
+	cnt := cs.Count(ctx, pool.ScopeOf(n.Source))
+	cancel()
 	now := w.now()
 	if _, ok := w.clusterSince[typ]; !ok {
 		w.clusterSince[typ] = now
 	}
-	if cnt.Unknown == "" {
-		w.clusterCounted[typ] = true
+	if cnt.Unknown != "" && cs.Syncing() && now.Sub(w.clusterSince[typ]) < clusterSyncLimit {
+		return cnt, fmt.Errorf("%s has not counted yet (%s): the taint is neither added nor lifted until it has", typ, cnt.Unknown)
 	}
+	w.keepVerdict(n, typ, cnt)
+	return cnt, nil
+}
+
+// keepVerdict writes cnt as the network's verdict for STATUS, logging a
+// failure once per cause.
+func (w *Watcher) keepVerdict(n pool.Network, typ string, cnt pool.Count) {
 	werr := pool.WriteVerdict(pool.VerdictPath(n.StateDir, n.Network), typ, cnt, w.now())
 	why := ""
 	if werr != nil {
@@ -64,10 +80,6 @@ func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 			w.log.Warn("cannot keep the pool's count for STATUS, which will say it cannot tell: mount the plugin's stateDir into the sidecar at the same path", "network", n.Network, "err", werr)
 		}
 	}
-	if err == nil && cnt.Unknown != "" && !w.clusterCounted[typ] && now.Sub(w.clusterSince[typ]) < clusterSyncGrace {
-		return cnt, fmt.Errorf("%s has not counted yet (%s): the taint is neither added nor lifted until it has", typ, cnt.Unknown)
-	}
-	return cnt, nil
 }
 
 // noClusterSources is the ClusterSources of a watch told of none.

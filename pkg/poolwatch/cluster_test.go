@@ -28,13 +28,19 @@ import (
 
 // fakeCluster is a ClusterSource whose count the test sets.
 type fakeCluster struct {
-	typ string
-	mu  sync.Mutex
-	cnt pool.Count
+	typ     string
+	mu      sync.Mutex
+	cnt     pool.Count
+	syncing bool
 }
 
 func (f *fakeCluster) Type() string { return f.typ }
-func (f *fakeCluster) Count(context.Context) pool.Count {
+func (f *fakeCluster) Syncing() bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return f.syncing
+}
+func (f *fakeCluster) Count(context.Context, pool.Scope) pool.Count {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	return f.cnt
@@ -42,7 +48,14 @@ func (f *fakeCluster) Count(context.Context) pool.Count {
 func (f *fakeCluster) set(c pool.Count) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.cnt = c
+	f.cnt, f.syncing = c, false
+}
+
+// startSync makes the source cannot tell as one whose watches are listing.
+func (f *fakeCluster) startSync(why string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.cnt, f.syncing = pool.Count{Unknown: why}, true
 }
 
 // TestClusterPoolTaint: a pool whose truth is in the API server is
@@ -52,7 +65,7 @@ func (f *fakeCluster) set(c pool.Count) {
 // cannot tell never taints, and its verdict says so.
 func TestClusterPoolTaint(t *testing.T) {
 	src := &fakeCluster{typ: "ovn-kubernetes"}
-	src.set(pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}, Said: "ovn-kubernetes: 4 pods"})
+	src.set(pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}, Said: "ovn-kubernetes: 4 pods", ClusterFull: true})
 	var asked []string
 	clusters := func(typ string) (ClusterSource, error) {
 		asked = append(asked, typ)
@@ -88,10 +101,16 @@ func TestClusterPoolTaint(t *testing.T) {
 	if got := testutil.ToFloat64(m.PoolAddresses.WithLabelValues("ovn", "ovn-kubernetes", "capacity")); got != 4 {
 		t.Errorf(`netready_pool_addresses{state="capacity"} = %v, want 4`, got)
 	}
+	if got := testutil.ToFloat64(m.PoolFull.WithLabelValues("ovn", "ovn-kubernetes")); got != 1 {
+		t.Errorf("netready_pool_cluster_full = %v, want 1 while the source says full cluster-wide", got)
+	}
 
 	src.set(pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 2}}})
 	waitUntil(t, "the taint lifted at 2 of 4 (polled; one of hysteresis)", func() bool { return !tainted() })
 	waitUntil(t, "the verdict at 2 of 4", func() bool { v := verdict(); return len(v.Ranges) == 1 && v.Ranges[0].Used == 2 })
+	if got := testutil.ToFloat64(m.PoolFull.WithLabelValues("ovn", "ovn-kubernetes")); got != 0 {
+		t.Errorf("netready_pool_cluster_full = %v at 2 of 4, want 0", got)
+	}
 
 	src.set(pool.Count{Unknown: "ovn-kubernetes: the node's pods have not been listed yet", Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}})
 	wantEvent(t, rec, "Normal PodIPsAvailable")
@@ -131,10 +150,11 @@ func TestClusterPoolNoSource(t *testing.T) {
 	}
 }
 
-// TestClusterPoolSyncGrace: a source that has not counted yet (its
-// watches still listing, as after a sidecar restart) holds the taint as
-// it is for clusterSyncGrace instead of lifting it; after the grace, or
-// once it has counted, cannot tell is cannot tell.
+// TestClusterPoolSyncGrace: a source still syncing (its watches listing,
+// as after a sidecar restart) holds the taint as it is and writes no
+// verdict, so that STATUS keeps the last one rather than turning green,
+// for as long as it syncs, up to clusterSyncLimit. A source that has
+// synced, or failed for good, cannot tell at once, and its verdict says so.
 func TestClusterPoolSyncGrace(t *testing.T) {
 	confDir, stateDir := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(confDir, "10-ovn.conflist"), []byte(`{"cniVersion":"1.1.0","name":"ovn","plugins":[{"type":"ovn-k8s-cni-overlay"},{"type":"netready","stateDir":"`+stateDir+`","status":{"ipam":"auto"}}]}`), 0o644)
@@ -142,33 +162,57 @@ func TestClusterPoolSyncGrace(t *testing.T) {
 	if err != nil || len(nets) != 1 {
 		t.Fatal(nets, err)
 	}
-	src := &fakeCluster{typ: "ovn-kubernetes"}
-	syncing := pool.Count{Unknown: "ovn-kubernetes: the Node has not been read yet"}
-	src.set(syncing)
+	verdictPath := pool.VerdictPath(stateDir, "ovn")
 	now := time.Now()
-	w := New(Config{ConfDir: confDir, Node: node, Clusters: func(string) (ClusterSource, error) { return src, nil }}, nil, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
-	w.now = func() time.Time { return now }
+	// The verdict a sidecar wrote before it restarted: exhausted.
+	full := pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}}
+	if err := pool.WriteVerdict(verdictPath, "ovn-kubernetes", full, now); err != nil {
+		t.Fatal(err)
+	}
+	src := &fakeCluster{typ: "ovn-kubernetes"}
+	src.startSync("ovn-kubernetes: the Node has not been read yet")
+	newWatch := func() *Watcher {
+		w := New(Config{ConfDir: confDir, Node: node, Clusters: func(string) (ClusterSource, error) { return src, nil }}, nil, nil,
+			slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
+		w.now = func() time.Time { return now }
+		return w
+	}
+	w := newWatch()
 	unsure := func() bool {
 		_, _, err := w.count(nets[0], now)
 		return err != nil
 	}
+	verdictExhausted := func() bool {
+		return pool.ReadVerdict(verdictPath, "ovn-kubernetes", now).Exhausted(1) != nil
+	}
 	if !unsure() {
-		t.Error("a source that has not counted yet lifts the taint at once")
+		t.Error("a source that is syncing lifts the taint at once")
 	}
-	now = now.Add(clusterSyncGrace + time.Second)
+	if !verdictExhausted() {
+		t.Error("a source that is syncing overwrote STATUS's exhausted verdict")
+	}
+	now = now.Add(clusterSyncLimit - time.Second)
+	if !unsure() {
+		t.Error("a source still syncing (a slow first list) stops holding the taint before clusterSyncLimit")
+	}
+	now = now.Add(2 * time.Second)
 	if unsure() {
-		t.Error("a source that never counts holds the taint past the grace")
+		t.Error("a source that never syncs holds the taint past clusterSyncLimit")
 	}
-	w = New(Config{ConfDir: confDir, Node: node, Clusters: func(string) (ClusterSource, error) { return src, nil }}, nil, nil,
-		slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
-	w.now = func() time.Time { return now }
+	if v := pool.ReadVerdict(verdictPath, "ovn-kubernetes", now); v.Unknown == "" {
+		t.Errorf("past clusterSyncLimit the verdict = %+v, want cannot tell", v)
+	}
+
+	w = newWatch()
 	src.set(pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 1}}})
 	if unsure() {
 		t.Error("a count that can tell is unsure")
 	}
-	src.set(syncing)
+	src.set(pool.Count{Unknown: "ovn-kubernetes: get node n1: forbidden"})
 	if unsure() {
-		t.Error("a source that has counted before holds the taint when it cannot tell")
+		t.Error("a source that has synced holds the taint when it cannot tell")
+	}
+	if v := pool.ReadVerdict(verdictPath, "ovn-kubernetes", now); v.Unknown == "" {
+		t.Errorf("verdict = %+v, want cannot tell", v)
 	}
 }

@@ -38,10 +38,11 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 	// Every time: host-local makes a network's folder at its first ADD.
 	w.addWatches(fsw, nets)
 	j := judgement{unsure: w.netsUnsure, reloaded: reloaded}
-	series := map[[2]string]bool{}
+	series, sourceSeries := map[[2]string]bool{}, map[[2]string]bool{}
 	w.keepAt = time.Time{}
 	for _, n := range nets {
 		cnt, keepAt, err := w.count(n, time.Now())
+		sourceSeries[[2]string{n.Network, n.Source.Type()}] = true // kept while it cannot count, too
 		if !keepAt.IsZero() && (w.keepAt.IsZero() || keepAt.Before(w.keepAt)) {
 			w.keepAt = keepAt
 		}
@@ -63,9 +64,9 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			if !seen {
 				was = !w.seedDone && *w.seeded
 			}
-			// Can't tell is never exhausted, and a pool its source grows
-			// is not exhausted while it is short.
-			s := pool.Short(r, n.MinFree, was) && cnt.Unknown == "" && !cnt.Grows
+			// Can't tell is never exhausted, and a pool or range set its
+			// source grows is not exhausted while it is short.
+			s := pool.Short(r, n.MinFree, was) && cnt.Unknown == "" && !cnt.Grows && !r.Grows
 			w.short[key] = s
 			exhausted = exhausted || s
 			if s && n.Action == config.PoolTaint {
@@ -104,6 +105,12 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 		}
 	}
 	w.series = series
+	for s := range w.sourceSeries {
+		if !sourceSeries[s] {
+			w.deleteSourceSeries(s[0], s[1])
+		}
+	}
+	w.sourceSeries = sourceSeries
 	if !j.unsure {
 		w.seedDone = true
 	}

@@ -90,7 +90,8 @@ func TestConditionMessageReadsBack(t *testing.T) {
 // unsynced is a ClusterSource whose watches have not listed yet.
 type unsynced struct{}
 
-func (unsynced) Type() string { return "ovn-kubernetes" }
-func (unsynced) Count(context.Context) pool.Count {
+func (unsynced) Type() string  { return "ovn-kubernetes" }
+func (unsynced) Syncing() bool { return true }
+func (unsynced) Count(context.Context, pool.Scope) pool.Count {
 	return pool.Count{Unknown: "its watches are listing"}
 }

@@ -62,8 +62,10 @@ type Watcher struct {
 	loaded      bool
 	netsUnsure  bool
 	confChanged atomic.Bool
-	// series are the metrics' label sets written at the last count.
-	series map[[2]string]bool
+	// series are host-local's metrics' label sets (network, range set)
+	// written at the last count; sourceSeries the per-source ones
+	// (network, source).
+	series, sourceSeries map[[2]string]bool
 	// short holds, per network and range set, whether it was short at the
 	// last count that saw it: the hysteresis, kept for range sets that
 	// come and go. seeded is what a range set unseen before the first
@@ -89,12 +91,10 @@ type Watcher struct {
 	unknown map[string]string
 	// clusters makes the sources of pools in the API server; verdictErr
 	// is the last failure to keep a network's verdict for STATUS;
-	// clusterSince is when a source type was first asked for, and
-	// clusterCounted whether it has counted since.
-	clusters       ClusterSources
-	verdictErr     map[string]string
-	clusterSince   map[string]time.Time
-	clusterCounted map[string]bool
+	// clusterSince is when a source type was first asked for.
+	clusters     ClusterSources
+	verdictErr   map[string]string
+	clusterSince map[string]time.Time
 }
 
 // retryMax bounds the backoff of a failing Node read or write.
@@ -122,9 +122,9 @@ type Config struct {
 func New(o Config, nodes kubeapi.Client, events kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, h *health.Health) *Watcher {
 	w := &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
-		short: map[string]bool{}, series: map[[2]string]bool{}, gone: map[string]goneNetwork{},
+		short: map[string]bool{}, series: map[[2]string]bool{}, sourceSeries: map[[2]string]bool{}, gone: map[string]goneNetwork{},
 		memos: map[string]*pool.Memo{}, unknown: map[string]string{}, clusters: o.Clusters, verdictErr: map[string]string{},
-		clusterSince: map[string]time.Time{}, clusterCounted: map[string]bool{}}
+		clusterSince: map[string]time.Time{}}
 	if w.clusters == nil {
 		w.clusters = noClusterSources
 	}

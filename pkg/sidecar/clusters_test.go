@@ -8,6 +8,8 @@ import (
 	"testing"
 
 	"k8s.io/client-go/rest"
+
+	"github.com/netready/netready/pkg/pool"
 )
 
 // TestClusterSources: a source is made at its first need, once, and runs
@@ -30,7 +32,7 @@ func TestClusterSources(t *testing.T) {
 		if a != b || a.Type() != typ {
 			t.Errorf("%s: made twice, or of type %s", typ, a.Type())
 		}
-		if cnt := a.Count(ctx); cnt.Unknown == "" || cnt.Exhausted(1) != nil {
+		if cnt := a.Count(ctx, pool.Scope{IPv4: true}); cnt.Unknown == "" || cnt.Exhausted(1) != nil {
 			t.Errorf("%s with no API server: %+v, want cannot tell", typ, cnt)
 		}
 	}

@@ -47,7 +47,7 @@ func TestWriterAllocatesAsCalicoIPAM(t *testing.T) {
 	go cw.Run(ctx)
 	var c pool.Count
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
-		if c = cw.Count(ctx); c.Unknown == "" {
+		if c = cw.Count(ctx, pool.Scope{IPv4: true}); c.Unknown == "" {
 			break
 		}
 	}

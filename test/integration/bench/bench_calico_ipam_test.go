@@ -22,6 +22,7 @@ import (
 
 	"github.com/netready/netready/pkg/calicoipam"
 	"github.com/netready/netready/pkg/calicoipam/calicotest"
+	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
 )
 
@@ -84,14 +85,14 @@ func BenchmarkCalicoIPAMWatch5000Blocks(b *testing.B) {
 	cw := calicoipam.New(calicoipam.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: "node-0"})
 	go cw.Run(ctx)
 	synced := time.Now()
-	for c := cw.Count(ctx); c.Unknown != ""; c = cw.Count(ctx) {
+	for c := cw.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != ""; c = cw.Count(ctx, pool.Scope{IPv4: true}) {
 		if time.Since(synced) > 2*time.Minute {
 			b.Fatalf("not synced within 2 minutes: %s", c.Unknown)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
 	b.StopTimer()
-	c := cw.Count(ctx)
+	c := cw.Count(ctx, pool.Scope{IPv4: true})
 	b.Logf("synced in %s: %s", time.Since(synced).Round(time.Millisecond), c.Said)
 	if r, _ := c.Tightest(); r.Usable.Int64() != perNode*64 || r.Used != perNode*used {
 		b.Errorf("node-0: want %d of %d in use, got %+v", perNode*used, perNode*64, r)

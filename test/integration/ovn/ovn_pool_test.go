@@ -178,7 +178,13 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		harness.Within(t, "the taint lifted at 2 of 4", 20*time.Second, func() bool { _, removed := tw.FirstTimes(); return !removed.IsZero() })
-		if c := taint.Current(a.Node(t, node)); c == nil || c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, "2 of 4 addresses in use") {
+		// The taint (spec) is patched before the condition (status).
+		var c *corev1.NodeCondition
+		harness.Within(t, "the condition False", 10*time.Second, func() bool {
+			c = taint.Current(a.Node(t, node))
+			return c != nil && c.Status == corev1.ConditionFalse
+		})
+		if !strings.Contains(c.Message, "2 of 4 addresses in use") {
 			t.Errorf("condition = %+v, want False at 2 of 4\n%s", c, logs.String())
 		}
 		if m := harness.MetricsText(t, listen); !strings.Contains(m, `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="free"} 2`) {

@@ -47,7 +47,7 @@ func countUntil(t *testing.T, w *calicoipam.Watcher, what string, ok func(pool.C
 	t.Helper()
 	var c pool.Count
 	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(100 * time.Millisecond) {
-		if c = w.Count(context.Background()); ok(c) {
+		if c = w.Count(context.Background(), pool.Scope{IPv4: true, IPv6: true}); ok(c) {
 			return c
 		}
 	}
@@ -103,6 +103,15 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 	}
 	applyCalicoRBAC(t, a)
 	countUntil(t, w, "synced with the component's RBAC", func(c pool.Count) bool { return c.Unknown == "" })
+
+	// The CNI config's ipv4_pools: a named pool is taken whatever its
+	// nodeSelector; one that is not there cannot tell.
+	if c := w.Count(ctx, pool.Scope{IPv4: true, IPv4Pools: []string{"elsewhere"}}); c.Unknown != "" || !c.Grows || !strings.Contains(c.Said, "can claim a block of elsewhere") {
+		t.Errorf("ipv4_pools [elsewhere]: want elsewhere counted, can grow; got %+v", c)
+	}
+	if c := w.Count(ctx, pool.Scope{IPv4: true, IPv4Pools: []string{"10.99.0.0/16"}}); !strings.Contains(c.Unknown, `pool "10.99.0.0/16" is not an IPPool`) {
+		t.Errorf("ipv4_pools naming no pool: want cannot tell; got %+v", c)
+	}
 
 	used := func(c pool.Count) int64 { r, _ := c.Tightest(); return r.Used }
 	free := func(c pool.Count) int64 { r, _ := c.Tightest(); return r.Free().Int64() }
@@ -171,9 +180,12 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 }
 
 // TestCalicoIPAMTaintsTheNode: the real netready-sidecar, for a network
-// whose status source is calico-ipam, with deploy/components/calico's
-// RBAC: the node is tainted when its affine block is full at the block
-// limit, and untainted when addresses are released.
+// whose status source is calico-ipam, picked by "auto" from Calico's CNI
+// config, with deploy/components/calico's RBAC: the node is tainted when
+// its affine block is full at the block limit, and untainted when
+// addresses are released. The config's ipv4_pools names the one pool,
+// which no nodeSelector gives the node: only with the key copied is there
+// a pool to count.
 func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 	a := harness.StartAPIServer(t)
 	applyCalicoCRDs(t, a)
@@ -185,7 +197,7 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 	}
 	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(harness.AdminToken))}
 	for _, err := range []error{
-		admin.SetPool(ctx, calicotest.Pool{Name: "pool", CIDR: "10.40.0.0/24", BlockSize: 28}),
+		admin.SetPool(ctx, calicotest.Pool{Name: "pool", CIDR: "10.40.0.0/24", BlockSize: 28, NodeSelector: "!all()"}),
 		admin.SetConfig(ctx, calicotest.Config{StrictAffinity: true, AutoAllocateBlocks: true, MaxBlocksPerHost: 1}),
 		admin.Claim(ctx, node, block),
 	} {
@@ -197,7 +209,7 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	confDir := t.TempDir()
-	writeNetwork(t, confDir, "10-k8s-pod-network.conflist", "k8s-pod-network", `{"type":"host-local","ranges":[[{"subnet":"10.40.0.0/24"}]]}`, `{"ipam":{"type":"calico-ipam"},"minFree":2}`)
+	writeNetwork(t, confDir, "10-k8s-pod-network.conflist", "k8s-pod-network", `{"type":"calico-ipam","assign_ipv4":"true","ipv4_pools":["pool"]}`, `{"ipam":"auto","minFree":2}`)
 	_, _, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "2s")
 	defer stop()
 
