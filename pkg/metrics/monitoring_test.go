@@ -23,6 +23,7 @@ func exposition(t *testing.T) (string, []string) {
 	m.Published.WithLabelValues("True").Inc()
 	m.PoolFree.WithLabelValues("podnet", "10.0.0.0/24").Set(3)
 	m.PoolSize.WithLabelValues("podnet", "10.0.0.0/24").Set(253)
+	m.PoolFull.WithLabelValues("podnet", "calico-ipam").Set(0)
 	m.AddWait.WithLabelValues("podnet", "ready").Observe(0.2)
 	m.PublishLatency.Observe(0.01)
 	families, err := reg.Gather()

@@ -116,10 +116,37 @@ func BenchmarkPodStart(b *testing.B) {
 		ungated = append(ungated, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("ungated%d", r), false, cpu))
 		gated = append(gated, measurePodStartRow(n, b, client, s, "gated", fmt.Sprintf("gated%d", r), false, cpu))
 	}
-	reportPodStart(b, s, plain, patched, ungated, gated)
+	// netready taken off the node, and the rows without it again: the rows
+	// with netready then sit between two without it, so that what the node
+	// drifts over the run (hundreds of pods started before) shows as the
+	// difference between those two, not as netready's cost.
+	uninstallForBench(n, dir)
+	var after []podStartRow
+	for r := range s.rounds {
+		after = append(after, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("after%d", r), false, nil))
+	}
+	reportPodStart(b, s, plain, patched, ungated, gated, after)
 }
 
-func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, gated []podStartRow) {
+// uninstallForBench takes netready off the node as the README's Uninstall
+// does: components/uninstall rolled out (the entry leaves the conflist),
+// then the objects deleted.
+func uninstallForBench(n *harness.K8sNode, dir string) {
+	n.EditKustomization(dir, func(k string) string {
+		return strings.Replace(k, "deploy/components/pool]", "deploy/components/pool, deploy/components/uninstall]", 1)
+	})
+	n.Kubectl("apply", "-k", dir, "--server-side")
+	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
+	n.WaitFor("netready out of the conflist", time.Minute, func() bool { return n.Entry() == nil })
+	n.WaitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.RuntimeHasNetready() })
+	n.Kubectl("delete", "-k", dir, "--wait=true")
+	n.WaitFor("the netready pods gone", 2*time.Minute, func() bool {
+		pods, err := n.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=netready"})
+		return err == nil && len(pods.Items) == 0
+	})
+}
+
+func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, gated, after []podStartRow) {
 	var waits, adds []time.Duration
 	for _, r := range slices.Concat(ungated, gated) {
 		for _, m := range r.markers {
@@ -134,7 +161,7 @@ func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, g
 	rows := []struct {
 		name string
 		runs []podStartRow
-	}{{"without netready", plain}, {"simple patcher's gate", patched}, {"netready, no gate", ungated}, {"netready and the gate", gated}}
+	}{{"without netready", plain}, {"simple patcher's gate", patched}, {"netready, no gate", ungated}, {"netready and the gate", gated}, {"without, after uninstall", after}}
 	for _, r := range rows {
 		var each string
 		var creates []time.Duration
@@ -179,7 +206,8 @@ func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, g
 		name       string
 		runs, base []podStartRow
 		baseName   string
-	}{{"netready and the gate", gated, patched, "the simple patcher"}, {"netready, no gate", ungated, plain, "without netready"}} {
+	}{{"netready and the gate", gated, patched, "the simple patcher"}, {"netready, no gate", ungated, plain, "without netready"},
+		{"netready, no gate", ungated, after, "without netready, after uninstall"}, {"without, after uninstall", after, plain, "without, before install (drift)"}} {
 		d50 := medianOf(g.runs, .5) - medianOf(g.base, .5)
 		d99 := medianOf(g.runs, .99) - medianOf(g.base, .99)
 		var paired string
