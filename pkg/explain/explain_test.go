@@ -291,3 +291,17 @@ func TestPoolsOf(t *testing.T) {
 		t.Errorf("poolsOf(nil) = %+v", got)
 	}
 }
+
+// A source still syncing holds the taint as it was: explain must not say
+// that it taints nothing.
+func TestPoolStateWhileSyncing(t *testing.T) {
+	for _, tc := range []struct{ why, want string }{
+		{"ovn-kubernetes has not counted yet (the Node has not been read yet): " + taint.HeldMark, "can't tell yet, so the taint stays as it was: "},
+		{"the Cilium agent: connection refused", "can't tell, so it taints nothing: "},
+	} {
+		p := Pool{Pool: taint.Pool{State: taint.PoolUnknown, Why: tc.why}}
+		if got := p.stateText(); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("stateText(%q) = %q, want it to begin %q", tc.why, got, tc.want)
+		}
+	}
+}

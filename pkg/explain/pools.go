@@ -107,6 +107,9 @@ func (p Pool) stateText() string {
 	case taint.PoolGrows:
 		return "can grow (the source adds addresses)"
 	}
+	if strings.HasSuffix(p.Why, taint.HeldMark) {
+		return "can't tell yet, so the taint stays as it was: " + p.Why
+	}
 	return "can't tell, so it taints nothing: " + p.Why
 }
 

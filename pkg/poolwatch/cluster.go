@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/taint"
 )
 
 // ClusterSource counts a pool whose truth is in the API server.
@@ -60,7 +61,7 @@ func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 		w.clusterSince[typ] = now
 	}
 	if cnt.Unknown != "" && cs.Syncing() && now.Sub(w.clusterSince[typ]) < clusterSyncLimit {
-		return cnt, fmt.Errorf("%s has not counted yet (%s): the taint is neither added nor lifted until it has", typ, cnt.Unknown)
+		return cnt, fmt.Errorf("%s has not counted yet (%s): %s", typ, cnt.Unknown, taint.HeldMark)
 	}
 	w.keepVerdict(n, typ, cnt)
 	return cnt, nil

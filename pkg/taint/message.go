@@ -23,6 +23,10 @@ import (
 // STATUS's failure with poolAction "notready", is that network's doing.
 const ExhaustedMark = ", exhausted"
 
+// HeldMark ends the "cannot count" part of a network whose source is still
+// syncing: the taint stays as it was, neither added nor lifted.
+const HeldMark = "the taint is neither added nor lifted until it has"
+
 // States of a Pool.
 const (
 	PoolExhausted = "exhausted"
