@@ -23,9 +23,9 @@ var calicoKind = kind{
 	},
 }
 
-// Scope is what of a sidecar-counted pool the chain's IPAM assigns from:
-// calico-ipam's families and pools. Pools of a family empty is every pool
-// that serves the node.
+// Scope is the part of a sidecar-counted pool that the chain's IPAM
+// assigns from: calico-ipam's families and pools. A family with no pools
+// named takes every pool that serves the node.
 type Scope struct {
 	IPv4, IPv6           bool
 	IPv4Pools, IPv6Pools []string

@@ -65,7 +65,10 @@ func podStartSettingsFromEnv(b *testing.B) podStartSettings {
 // simplest possible patcher (one patch of the condition once the pod's
 // CNI ADD has returned), in ABAB order NETREADY_PODSTART_ROUNDS times;
 // then, netready installed, no gate and netready's gate, in the same
-// order. A row's figure is the median of its row-runs. Goals (#45): the
+// order; then, netready uninstalled, the first two rows again, so that
+// netready's rows sit between two runs of each baseline and the node's
+// drift over the run shows apart. A row's figure is the median of its
+// row-runs, a baseline's of those before and after. Goals (#45): the
 // gate within +20 ms of the patcher at p50, no gate within +20 ms of no
 // netready; (#36) p99 <= 1.05x; the Kubernetes pod start-up SLO, p99 <=
 // 5 s. It also counts the pods that kubelet showed not Ready for the gate
@@ -92,10 +95,10 @@ func BenchmarkPodStart(b *testing.B) {
 		return err == nil
 	})
 	startSimplePatcher(b, client, "patcher", harness.NodeConditionType, os.Getenv("NETREADY_PODSTART_PATCHER") == "watch")
-	var plain, patched, ungated, gated []podStartRow
+	var rows podStartRows
 	for r := range s.rounds {
-		plain = append(plain, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("plain%d", r), false, nil))
-		patched = append(patched, measurePodStartRow(n, b, client, s, "patcher", fmt.Sprintf("patcher%d", r), true, nil))
+		rows.plain = append(rows.plain, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("plain%d", r), false, nil))
+		rows.patched = append(rows.patched, measurePodStartRow(n, b, client, s, "patcher", fmt.Sprintf("patcher%d", r), true, nil))
 	}
 
 	dir := n.UnpackRelease()
@@ -113,19 +116,25 @@ func BenchmarkPodStart(b *testing.B) {
 	})
 	cpu := daemonSetCPU(b, n)
 	for r := range s.rounds {
-		ungated = append(ungated, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("ungated%d", r), false, cpu))
-		gated = append(gated, measurePodStartRow(n, b, client, s, "gated", fmt.Sprintf("gated%d", r), false, cpu))
+		rows.ungated = append(rows.ungated, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("ungated%d", r), false, cpu))
+		rows.gated = append(rows.gated, measurePodStartRow(n, b, client, s, "gated", fmt.Sprintf("gated%d", r), false, cpu))
 	}
 	// netready taken off the node, and the rows without it again: the rows
-	// with netready then sit between two without it, so that what the node
-	// drifts over the run (hundreds of pods started before) shows as the
-	// difference between those two, not as netready's cost.
+	// with netready then sit between two of each baseline, so that what the
+	// node drifts over the run (hundreds of pods started before) shows as
+	// the difference between the two, not as netready's cost.
 	uninstallForBench(n, dir)
-	var after []podStartRow
 	for r := range s.rounds {
-		after = append(after, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("after%d", r), false, nil))
+		rows.plainAfter = append(rows.plainAfter, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("after%d", r), false, nil))
+		rows.patchedAfter = append(rows.patchedAfter, measurePodStartRow(n, b, client, s, "patcher", fmt.Sprintf("patcherafter%d", r), true, nil))
 	}
-	reportPodStart(b, s, plain, patched, ungated, gated, after)
+	reportPodStart(b, s, rows)
+}
+
+// podStartRows are BenchmarkPodStart's row-runs: the baselines before
+// netready's install and after its uninstall, and netready's rows between.
+type podStartRows struct {
+	plain, patched, ungated, gated, plainAfter, patchedAfter []podStartRow
 }
 
 // uninstallForBench takes netready off the node as the README's Uninstall
@@ -146,7 +155,11 @@ func uninstallForBench(n *harness.K8sNode, dir string) {
 	})
 }
 
-func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, gated, after []podStartRow) {
+func reportPodStart(b *testing.B, s podStartSettings, rows podStartRows) {
+	plain, patched, ungated, gated := rows.plain, rows.patched, rows.ungated, rows.gated
+	// A baseline is its row-runs before the install and after the
+	// uninstall together: its median lies between the two.
+	plainBoth, patchedBoth := slices.Concat(plain, rows.plainAfter), slices.Concat(patched, rows.patchedAfter)
 	var waits, adds []time.Duration
 	for _, r := range slices.Concat(ungated, gated) {
 		for _, m := range r.markers {
@@ -158,11 +171,11 @@ func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, g
 	b.Logf("pod start on the kubelet node, creation to Ready (%d pods per row-run, %d at a time, rows in ABAB order %d times; the agent programs before create):",
 		s.pods, min(s.pods, podStartWave), s.rounds)
 	b.Logf("  netready's own ADD, from its start to its marker written: p50 %s, p99 %s", harness.Ms(harness.Percentile(adds, .5)), harness.Ms(harness.Percentile(adds, .99)))
-	rows := []struct {
+	for _, r := range []struct {
 		name string
 		runs []podStartRow
-	}{{"without netready", plain}, {"simple patcher's gate", patched}, {"netready, no gate", ungated}, {"netready and the gate", gated}, {"without, after uninstall", after}}
-	for _, r := range rows {
+	}{{"without netready", plain}, {"simple patcher's gate", patched}, {"netready, no gate", ungated}, {"netready and the gate", gated},
+		{"without, after", rows.plainAfter}, {"patcher, after", rows.patchedAfter}} {
 		var each string
 		var creates []time.Duration
 		for _, run := range r.runs {
@@ -203,21 +216,36 @@ func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, g
 		b.Logf("  the DaemonSet's CPU per pod start with %s, from creation to all Ready of each burst (%d pods): %s", r.name, pods, strings.Join(each, ", "))
 	}
 	for _, g := range []struct {
-		name       string
-		runs, base []podStartRow
-		baseName   string
-	}{{"netready and the gate", gated, patched, "the simple patcher"}, {"netready, no gate", ungated, plain, "without netready"},
-		{"netready, no gate", ungated, after, "without netready, after uninstall"}, {"without, after uninstall", after, plain, "without, before install (drift)"}} {
+		name, baseName string
+		runs, base     []podStartRow
+		goal           bool
+	}{
+		{"netready and the gate", "the simple patcher, before and after", gated, patchedBoth, true},
+		{"netready, no gate", "without netready, before and after", ungated, plainBoth, true},
+		{"drift: without netready after its uninstall", "before its install", rows.plainAfter, plain, false},
+		{"drift: the simple patcher after netready's uninstall", "before its install", rows.patchedAfter, patched, false},
+	} {
 		d50 := medianOf(g.runs, .5) - medianOf(g.base, .5)
 		d99 := medianOf(g.runs, .99) - medianOf(g.base, .99)
 		var paired string
-		for i := range min(len(g.runs), len(g.base)) {
-			paired += " " + signedMs(harness.Percentile(g.runs[i].latencies, .5)-harness.Percentile(g.base[i].latencies, .5))
+		for i, run := range g.runs {
+			if i >= len(g.base) {
+				break
+			}
+			base := harness.Percentile(g.base[i].latencies, .5)
+			if len(g.base) == 2*len(g.runs) {
+				// The same round's row-runs before and after: their mean.
+				base = (base + harness.Percentile(g.base[i+len(g.runs)].latencies, .5)) / 2
+			}
+			paired += " " + signedMs(harness.Percentile(run.latencies, .5)-base)
 		}
-		b.Logf("  %s vs %s: p50 %s (goal <= +20 ms): %s; p99 %s; round by round p50:%s",
-			g.name, g.baseName, signedMs(d50), verdict(d50 <= 20*time.Millisecond, allLatencies(g.runs), allLatencies(g.base)), signedMs(d99), paired)
+		goal := ""
+		if g.goal {
+			goal = " (goal <= +20 ms): " + verdict(d50 <= 20*time.Millisecond, allLatencies(g.runs), allLatencies(g.base))
+		}
+		b.Logf("  %s vs %s: p50 %s%s; p99 %s; round by round p50:%s", g.name, g.baseName, signedMs(d50), goal, signedMs(d99), paired)
 	}
-	base50, base99 := medianOf(plain, .5), medianOf(plain, .99)
+	base50, base99 := medianOf(plainBoth, .5), medianOf(plainBoth, .99)
 	for _, r := range []struct {
 		name string
 		runs []podStartRow
@@ -225,8 +253,8 @@ func reportPodStart(b *testing.B, s podStartSettings, plain, patched, ungated, g
 		p50, p99 := medianOf(r.runs, .5), medianOf(r.runs, .99)
 		all := allLatencies(r.runs)
 		b.Logf("  %s: p99 %.2fx without (goal <= 1.05x): %s; p50 %s (goal <= detection p50 %s + 50 ms): %s; p99 <= 5 s (SLO): %s",
-			r.name, float64(p99)/float64(base99), verdict(float64(p99) <= 1.05*float64(base99), all, allLatencies(plain)),
-			signedMs(p50-base50), harness.Ms(detect), verdict(p50-base50 <= detect+50*time.Millisecond, all, allLatencies(plain)),
+			r.name, float64(p99)/float64(base99), verdict(float64(p99) <= 1.05*float64(base99), all, allLatencies(plainBoth)),
+			signedMs(p50-base50), harness.Ms(detect), verdict(p50-base50 <= detect+50*time.Millisecond, all, allLatencies(plainBoth)),
 			verdict(p99 <= 5*time.Second, all))
 	}
 }
