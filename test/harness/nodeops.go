@@ -352,3 +352,29 @@ func (n *K8sNode) RestartAPIServer() {
 		return err == nil
 	})
 }
+
+// RollOutUninstall takes netready off the node as the README's Uninstall
+// does, first step: components/uninstall added to the kustomization in
+// dir and rolled out, until the entry has left the conflist and
+// containerd has loaded it.
+func (n *K8sNode) RollOutUninstall(dir string) {
+	n.T.Helper()
+	n.EditKustomization(dir, func(k string) string {
+		return strings.Replace(k, "deploy/components/pool]", "deploy/components/pool, deploy/components/uninstall]", 1)
+	})
+	n.Kubectl("apply", "-k", dir, "--server-side")
+	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
+	n.WaitFor("netready out of the conflist", time.Minute, func() bool { return n.Entry() == nil })
+	n.WaitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.RuntimeHasNetready() })
+}
+
+// DeleteNetready is the Uninstall's second step: the objects of the
+// kustomization in dir deleted, until netready's pods are gone.
+func (n *K8sNode) DeleteNetready(dir string) {
+	n.T.Helper()
+	n.Kubectl("delete", "-k", dir, "--wait=true")
+	n.WaitFor("the netready pods gone", 2*time.Minute, func() bool {
+		pods, err := n.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=netready"})
+		return err == nil && len(pods.Items) == 0
+	})
+}

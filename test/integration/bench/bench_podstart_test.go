@@ -123,7 +123,8 @@ func BenchmarkPodStart(b *testing.B) {
 	// with netready then sit between two of each baseline, so that what the
 	// node drifts over the run (hundreds of pods started before) shows as
 	// the difference between the two, not as netready's cost.
-	uninstallForBench(n, dir)
+	n.RollOutUninstall(dir)
+	n.DeleteNetready(dir)
 	for r := range s.rounds {
 		rows.plainAfter = append(rows.plainAfter, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("after%d", r), false, nil))
 		rows.patchedAfter = append(rows.patchedAfter, measurePodStartRow(n, b, client, s, "patcher", fmt.Sprintf("patcherafter%d", r), true, nil))
@@ -135,24 +136,6 @@ func BenchmarkPodStart(b *testing.B) {
 // netready's install and after its uninstall, and netready's rows between.
 type podStartRows struct {
 	plain, patched, ungated, gated, plainAfter, patchedAfter []podStartRow
-}
-
-// uninstallForBench takes netready off the node as the README's Uninstall
-// does: components/uninstall rolled out (the entry leaves the conflist),
-// then the objects deleted.
-func uninstallForBench(n *harness.K8sNode, dir string) {
-	n.EditKustomization(dir, func(k string) string {
-		return strings.Replace(k, "deploy/components/pool]", "deploy/components/pool, deploy/components/uninstall]", 1)
-	})
-	n.Kubectl("apply", "-k", dir, "--server-side")
-	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
-	n.WaitFor("netready out of the conflist", time.Minute, func() bool { return n.Entry() == nil })
-	n.WaitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.RuntimeHasNetready() })
-	n.Kubectl("delete", "-k", dir, "--wait=true")
-	n.WaitFor("the netready pods gone", 2*time.Minute, func() bool {
-		pods, err := n.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{LabelSelector: "app=netready"})
-		return err == nil && len(pods.Items) == 0
-	})
 }
 
 func reportPodStart(b *testing.B, s podStartSettings, rows podStartRows) {

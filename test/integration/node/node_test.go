@@ -381,13 +381,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if taint.Current(nodeObject(n)) == nil {
 			t.Fatalf("the node has no %s condition to remove", taint.ConditionType)
 		}
-		n.EditKustomization(dir, func(k string) string {
-			return strings.Replace(k, "deploy/components/pool]", "deploy/components/pool, deploy/components/uninstall]", 1)
-		})
-		n.Kubectl("apply", "-k", dir, "--server-side")
-		n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
-		n.WaitFor("netready out of the conflist", time.Minute, func() bool { return n.Entry() == nil })
-		n.WaitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.RuntimeHasNetready() })
+		n.RollOutUninstall(dir)
 		if node := nodeObject(n); taint.Has(node) || taint.Current(node) != nil {
 			t.Errorf("after the uninstall roll-out the node still has netready's taint or condition: %+v %+v", node.Spec.Taints, taint.Current(node))
 		}
@@ -395,11 +389,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if p, _ := n.Admin.CoreV1().Pods("demo").Get(ctx, "late", metav1.GetOptions{}); len(p.Spec.ReadinessGates) != 0 {
 			t.Errorf("a pod created while uninstalling got a readiness gate: %+v", p.Spec.ReadinessGates)
 		}
-		n.Kubectl("delete", "-k", dir, "--wait=true")
-		n.WaitFor("the netready pods gone", 2*time.Minute, func() bool {
-			pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
-			return err == nil && len(pods.Items) == 0
-		})
+		n.DeleteNetready(dir)
 		if e := n.Entry(); e != nil {
 			t.Errorf("netready back in the conflist after delete: %v", e)
 		}
