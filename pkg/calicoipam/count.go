@@ -69,6 +69,10 @@ func (s *state) count(scope pool.Scope) pool.Count {
 
 	eligible, unsure, notes := s.eligiblePools()
 	var cnt pool.Count
+	if !scope.IPv4 && !scope.IPv6 {
+		cnt.Unknown = `calico-ipam: the CNI config assigns no address (assign_ipv4 "false", assign_ipv6 not "true")`
+		return cnt
+	}
 	var said []string
 	grows, full := true, true
 	for _, fam := range []struct {

@@ -277,6 +277,9 @@ func TestCountInScope(t *testing.T) {
 	}, {
 		name: "a named pool that is not there", scope: pool.Scope{IPv4: true, IPv4Pools: []string{"gone"}},
 		unknown: `the CNI config's pool "gone" is not an IPPool`,
+	}, {
+		name: "neither family assigned", scope: pool.Scope{},
+		unknown: "the CNI config assigns no address",
 	}} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := base

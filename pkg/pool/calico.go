@@ -32,9 +32,11 @@ type Scope struct {
 }
 
 // calicoScope reads the keys of Calico's CNI ipam object that say what it
-// assigns from, with Calico's defaults: IPv4 unless assign_ipv4 is
+// assigns from, as Calico's plugin reads them: IPv4 unless assign_ipv4 is
 // "false", IPv6 only when assign_ipv6 is "true", from ipv4_pools and
-// ipv6_pools (names or CIDRs) when set.
+// ipv6_pools (names or CIDRs) when set. Any other value is Calico's
+// default, as in Calico, never an error: STATUS reads this for "auto",
+// and a value Calico takes must not fail it.
 func calicoScope(ipam json.RawMessage) (Scope, error) {
 	var o struct {
 		Type       string   `json:"type"`
@@ -46,29 +48,11 @@ func calicoScope(ipam json.RawMessage) (Scope, error) {
 	if err := config.StrictUnmarshal(ipam, &o); err != nil {
 		return Scope{}, fmt.Errorf("status ipam: %w", err)
 	}
-	flag := func(key string, v *string, def bool) (bool, error) {
-		switch {
-		case v == nil:
-			return def, nil
-		case *v == "true":
-			return true, nil
-		case *v == "false":
-			return false, nil
-		}
-		return false, fmt.Errorf(`status ipam: %s: %q is neither "true" nor "false", as Calico's CNI plugin takes it`, key, *v)
-	}
-	v4, err := flag("assign_ipv4", o.AssignIPv4, true)
-	if err != nil {
-		return Scope{}, err
-	}
-	v6, err := flag("assign_ipv6", o.AssignIPv6, false)
-	if err != nil {
-		return Scope{}, err
-	}
-	if !v4 && !v6 {
-		return Scope{}, fmt.Errorf(`status ipam: assign_ipv4 and assign_ipv6 are both off: Calico assigns no address, so there is no pool to count`)
-	}
-	return Scope{IPv4: v4, IPv6: v6, IPv4Pools: o.IPv4Pools, IPv6Pools: o.IPv6Pools}, nil
+	return Scope{
+		IPv4:      o.AssignIPv4 == nil || *o.AssignIPv4 != "false",
+		IPv6:      o.AssignIPv6 != nil && *o.AssignIPv6 == "true",
+		IPv4Pools: o.IPv4Pools, IPv6Pools: o.IPv6Pools,
+	}, nil
 }
 
 // ScopeOf is what the sidecar counts for src: both families, every pool,

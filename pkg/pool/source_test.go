@@ -123,3 +123,30 @@ func TestCountDescribe(t *testing.T) {
 		t.Error("Tightest of nothing counted: ok")
 	}
 }
+
+// calico-ipam's keys are read as Calico's plugin reads them: a value it
+// takes is never an error, since STATUS reads them for "auto".
+func TestCalicoScopeAsCalicoReadsIt(t *testing.T) {
+	for _, tc := range []struct {
+		ipam string
+		want Scope
+	}{
+		{`{"type":"calico-ipam"}`, Scope{IPv4: true}},
+		{`{"type":"calico-ipam","assign_ipv4":"false","assign_ipv6":"true"}`, Scope{IPv6: true}},
+		{`{"type":"calico-ipam","assign_ipv4":"False","assign_ipv6":"yes"}`, Scope{IPv4: true}},
+		{`{"type":"calico-ipam","assign_ipv4":"false"}`, Scope{}},
+		{`{"type":"calico-ipam","ipv4_pools":["p","10.0.0.0/16"]}`, Scope{IPv4: true, IPv4Pools: []string{"p", "10.0.0.0/16"}}},
+	} {
+		src, err := New("net", json.RawMessage(tc.ipam))
+		if err != nil {
+			t.Errorf("%s: %v", tc.ipam, err)
+			continue
+		}
+		if d := cmp.Diff(tc.want, ScopeOf(src)); d != "" {
+			t.Errorf("%s: scope (-want +got):\n%s", tc.ipam, d)
+		}
+	}
+	if _, err := New("net", json.RawMessage(`{"type":"calico-ipam","ipv4pools":["p"]}`)); err == nil || !strings.Contains(err.Error(), "ipv4pools") {
+		t.Errorf("an unknown key: %v, want an error naming it", err)
+	}
+}

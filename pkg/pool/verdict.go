@@ -109,7 +109,7 @@ type fromSidecar struct {
 	typ     string
 	network string
 	path    string
-	scope   *Scope // nil: AllFamilies
+	scope   *Scope // nil: both families, every pool
 }
 
 // newFromSidecar makes typ's source for network, reading the verdict
