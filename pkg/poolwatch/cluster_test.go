@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/fsnotify/fsnotify"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -214,5 +215,46 @@ func TestClusterPoolSyncGrace(t *testing.T) {
 	}
 	if v := pool.ReadVerdict(verdictPath, "ovn-kubernetes", now); v.Unknown == "" {
 		t.Errorf("verdict = %+v, want cannot tell", v)
+	}
+}
+
+// TestSourceSeriesGoWithTheirNetwork: a network's per-source series
+// (netready_pool_addresses, _unknown, _cluster_full) stay while it is
+// counted, also while its entry is held after leaving the config, and go
+// once it is forgotten, so that no alert outlives its pool.
+func TestSourceSeriesGoWithTheirNetwork(t *testing.T) {
+	confDir, stateDir := t.TempDir(), t.TempDir()
+	conf := filepath.Join(confDir, "10-ovn.conflist")
+	os.WriteFile(conf, []byte(`{"cniVersion":"1.1.0","name":"ovn","plugins":[{"type":"ovn-k8s-cni-overlay"},{"type":"netready","stateDir":"`+stateDir+`","status":{"ipam":"auto"}}]}`), 0o644)
+	src := &fakeCluster{typ: "ovn-kubernetes"}
+	src.set(pool.Count{Ranges: []pool.Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}, ClusterFull: true})
+	m := metrics.New(prometheus.NewRegistry())
+	w := New(Config{ConfDir: confDir, Node: node, ForgetAfter: time.Minute, Clusters: func(string) (ClusterSource, error) { return src, nil }}, nil, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), m, health.New())
+	clock := time.Now()
+	w.now = func() time.Time { return clock }
+	untainted := false
+	w.seeded, w.applied = &untainted, &untainted // as reconcile seeds them from the Node
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsw.Close()
+	series := func() [3]int {
+		return [3]int{testutil.CollectAndCount(m.PoolAddresses), testutil.CollectAndCount(m.PoolUnknown), testutil.CollectAndCount(m.PoolFull)}
+	}
+	w.judge(fsw, true)
+	if got := series(); got != [3]int{3, 1, 1} {
+		t.Errorf("counted: series (addresses, unknown, cluster full) = %v, want [3 1 1]", got)
+	}
+	os.Remove(conf)
+	w.judge(fsw, true)
+	if got := series(); got != [3]int{3, 1, 1} {
+		t.Errorf("held after its entry left: series = %v, want [3 1 1]", got)
+	}
+	clock = clock.Add(2 * time.Minute)
+	w.judge(fsw, true)
+	if got := series(); got != [3]int{} {
+		t.Errorf("forgotten: series = %v, want none", got)
 	}
 }
