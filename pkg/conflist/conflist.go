@@ -80,11 +80,11 @@ func find(dir, network string, skipInvalid bool) (*File, error) {
 			return f, nil
 		}
 	}
-	what := "a valid CNI config"
+	what := "no valid CNI config"
 	if network != "" {
-		what = fmt.Sprintf("a valid CNI config for network %q", network)
+		what = fmt.Sprintf("no valid CNI config for network %q", network)
 	}
-	return nil, fmt.Errorf("no %s in %s: %w", what, dir, fs.ErrNotExist)
+	return nil, fmt.Errorf("%s in %s: %w", what, dir, fs.ErrNotExist)
 }
 
 // Load reads and validates one file as libcni would.

@@ -43,7 +43,7 @@ func TestPickAndFind(t *testing.T) {
 		{"invalid before the network's file: wait", map[string]string{"00-bad.conflist": bad, "20-b.conflist": listB}, "b", "!an earlier CNI config file is invalid", "20-b.conflist"},
 		{"invalid after: fine", map[string]string{"10-a.conflist": listA, "99-bad.conflist": bad}, "", "10-a.conflist", "10-a.conflist"},
 		{"other extensions ignored", map[string]string{"10-a.conflist.bak": bad, "20-b.conflist": listB}, "", "20-b.conflist", "20-b.conflist"},
-		{"none", map[string]string{}, "", "!no a valid CNI config", "!no a valid CNI config"},
+		{"none", map[string]string{}, "", "!no valid CNI config", "!no valid CNI config"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
