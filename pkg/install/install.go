@@ -176,20 +176,20 @@ func (in *installer) ensureOnce() error {
 		in.noteVersionReset(f)
 	}
 	target := f.ListPath()
-	if in.beforeWrite != nil {
-		in.beforeWrite(f.Path)
-	}
 	var changed bool
 	if target == f.Path {
+		if in.beforeWrite != nil {
+			in.beforeWrite(f.Path)
+		}
 		changed, err = in.replace(f, data, !kept)
 	} else {
-		changed, err = in.write(target, data, f.Mode)
+		changed, err = in.writeConverted(f, target, data)
 	}
 	if err != nil {
 		return err
 	}
 	if target != f.Path {
-		if err := in.removeConverted(f, target); err != nil {
+		if err := in.removeConverted(f, target, data); err != nil {
 			return err
 		}
 	}
@@ -197,28 +197,6 @@ func (in *installer) ensureOnce() error {
 		in.log.Info("netready is last in the chain", "file", target, "network", f.Network)
 	}
 	in.settled(changed)
-	return nil
-}
-
-// removeConverted removes the .conf that f was read from once its
-// conflist is at target: the new file is in place before the old one
-// goes, so the runtime never sees neither. A .conf that changed meanwhile
-// stays (atomicfile.RemoveIf), and the conflist made from its old content
-// goes.
-func (in *installer) removeConverted(f *conflist.File, target string) error {
-	if in.beforeRemove != nil {
-		in.beforeRemove(f.Path)
-	}
-	err := atomicfile.RemoveIf(f.Path, func(old []byte) bool { return bytes.Equal(old, f.Raw) })
-	switch {
-	case errors.Is(err, atomicfile.ErrChanged):
-		os.Remove(target)
-		delete(in.written, target)
-		return fmt.Errorf("convert %s: %w", f.Path, err)
-	case err != nil && !errors.Is(err, fs.ErrNotExist):
-		return fmt.Errorf("remove %s after converting it: %w", f.Path, err)
-	}
-	in.log.Info("converted a single-plugin config to a conflist", "from", f.Path, "to", target)
 	return nil
 }
 
@@ -258,6 +236,10 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 		if ok, why := f.LoadsPluginDir(); !ok {
 			return nil, nil, refuse("--mode plugin-dir: %s; use --mode conflist", why)
 		}
+	} else if !f.List {
+		if _, err := checkConvertTarget(f, f.ListPath()); err != nil {
+			return nil, nil, err
+		}
 	}
 	return f, entry, nil
 }
@@ -283,8 +265,8 @@ func (in *installer) warnOldVersion(f *conflist.File) {
 		f.Path, v, minVerbsVersion, minVerbsVersion))
 }
 
-// write stores data at path if it differs, and notes reverts: a rewrite of
-// a file whose entry this process had put there.
+// write stores data at path (netready's own plugin-dir file) if it
+// differs, and notes reverts: a rewrite of a file this process had written.
 func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, error) {
 	changed, err := atomicfile.WriteIfChanged(path, data, mode)
 	if err != nil {
@@ -292,8 +274,8 @@ func (in *installer) write(path string, data []byte, mode fs.FileMode) (bool, er
 	}
 	if changed {
 		if _, before := in.written[path]; before {
-			// Written already: a plugin-dir file or a converted
-			// conflist; the revert counts, the write stands.
+			// Written already: the revert counts, the write
+			// stands.
 			in.noteRevert(path)
 		}
 		in.written[path] = data
