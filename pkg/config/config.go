@@ -45,6 +45,8 @@ type NetConf struct {
 	// Preset names the network plugin: address + route (or Checks) plus
 	// that plugin's own check.
 	Preset string `json:"preset,omitempty"`
+	// CrossNode, if set, turns on the wait for the other nodes (crossnode.go).
+	CrossNode *CrossNodeConf `json:"crossNode,omitempty"`
 
 	// Timeout is TimeoutRaw parsed.
 	Timeout time.Duration `json:"-"`
@@ -189,6 +191,7 @@ func decode(stdin []byte) (*NetConf, error) {
 			conf.Status = &sc
 		}
 	}
+	errs = append(errs, decodeCrossNode(top, conf)...)
 	return conf, errors.Join(errs...)
 }
 

@@ -1,0 +1,142 @@
+package config
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"time"
+)
+
+// Cross-node wait defaults (docs/configuration.md, "crossNode").
+const (
+	// DefaultCrossNodeTimeout bounds the cross-node wait, on top of
+	// "timeout" (the local wait).
+	DefaultCrossNodeTimeout = 5 * time.Second
+	// DefaultStallAfter is how long a chassis may stay behind netready's
+	// barrier before it is left out as stalled. It sits well above the
+	// catch-up of a busy but healthy chassis (tens of ms here), so that
+	// only a frozen or disconnected one is left out.
+	DefaultStallAfter = 3 * time.Second
+	// MaxCrossNodeTimeout keeps ADD, both waits together, within
+	// MaxTimeout.
+	MaxCrossNodeTimeout = 30 * time.Second
+	// DefaultOVNNBSocket and DefaultOVNSBSocket are where ovn-kubernetes'
+	// node (in interconnect mode, its zone's databases) serves the OVN
+	// northbound and southbound databases.
+	DefaultOVNNBSocket = "/var/run/ovn/ovnnb_db.sock"
+	DefaultOVNSBSocket = "/var/run/ovn/ovnsb_db.sock"
+)
+
+// CrossNodeConf is the top-level "crossNode" key: after the pod's own node
+// has programmed it, wait until the other nodes have too. Only the
+// ovn-kubernetes preset offers a barrier to wait on (OVN's nb_cfg).
+type CrossNodeConf struct {
+	TimeoutRaw    string `json:"timeout,omitempty"`
+	StallAfterRaw string `json:"stallAfter,omitempty"`
+	// NBSocket and SBSocket are the unix sockets of the OVN databases.
+	NBSocket string `json:"nbSocket,omitempty"`
+	SBSocket string `json:"sbSocket,omitempty"`
+
+	// Timeout and StallAfter are their raw keys parsed.
+	Timeout    time.Duration `json:"-"`
+	StallAfter time.Duration `json:"-"`
+}
+
+// crossNodeKey is the top-level key; decodeCrossNode reports near misses of
+// it, as nearMisses does for the other keys.
+const crossNodeKey = "crossNode"
+
+// decodeCrossNode decodes, defaults and validates "crossNode" into conf;
+// it needs conf's "preset" and "checks" decoded. Each error names its key.
+func decodeCrossNode(top map[string]json.RawMessage, conf *NetConf) []error {
+	var errs []error
+	for k := range top {
+		if k != crossNodeKey && editDistance(strings.ToLower(k), strings.ToLower(crossNodeKey)) <= 2 {
+			errs = append(errs, fmt.Errorf("unknown key %q: did you mean %q?", k, crossNodeKey))
+		}
+	}
+	raw, ok := top[crossNodeKey]
+	if !ok || bytes.Equal(bytes.TrimSpace(raw), []byte("null")) {
+		return errs
+	}
+	var cn CrossNodeConf
+	if err := StrictUnmarshal(raw, &cn); err != nil {
+		return append(errs, fmt.Errorf("%s: %w", crossNodeKey, err))
+	}
+	cn.Defaults()
+	if err := cn.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("%s: %w", crossNodeKey, err))
+	}
+	local := DefaultTimeout
+	if d, err := time.ParseDuration(conf.TimeoutRaw); err == nil {
+		local = d
+	}
+	if cn.Timeout > 0 && local+cn.Timeout > MaxTimeout {
+		errs = append(errs, fmt.Errorf(`%s: "timeout" %q plus the top-level "timeout" %q must be <= %s, kubelet's share for netready`, crossNodeKey, cn.TimeoutRaw, local, MaxTimeout))
+	}
+	if !usesOVNPreset(conf) {
+		errs = append(errs, fmt.Errorf(`%s: needs the "ovn-kubernetes" preset (top-level "preset" or an "ovsdb" check): only OVN offers a barrier to wait on`, crossNodeKey))
+	}
+	conf.CrossNode = &cn
+	return errs
+}
+
+// usesOVNPreset reports whether the entry checks ovn-kubernetes' own
+// readiness, which the cross-node wait follows.
+func usesOVNPreset(conf *NetConf) bool {
+	if conf.Preset == PresetOVNKubernetes {
+		return true
+	}
+	for _, cc := range conf.Checks {
+		if cc.Kind == KindOVSDB || cc.Preset == PresetOVNKubernetes {
+			return true
+		}
+	}
+	return false
+}
+
+// Defaults fills in the keys "crossNode" left out.
+func (c *CrossNodeConf) Defaults() {
+	if c.TimeoutRaw == "" {
+		c.TimeoutRaw = DefaultCrossNodeTimeout.String()
+	}
+	if c.StallAfterRaw == "" {
+		c.StallAfterRaw = DefaultStallAfter.String()
+	}
+	if c.NBSocket == "" {
+		c.NBSocket = DefaultOVNNBSocket
+	}
+	if c.SBSocket == "" {
+		c.SBSocket = DefaultOVNSBSocket
+	}
+}
+
+// Validate returns every problem at once, each naming its key.
+func (c *CrossNodeConf) Validate() error {
+	var errs []error
+	duration := func(key, raw string, limit time.Duration, into *time.Duration) {
+		d, err := time.ParseDuration(raw)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf(`%q %q is not a Go duration such as "5s"`, key, raw))
+		case d <= 0 || d > limit:
+			errs = append(errs, fmt.Errorf(`%q %q must be > 0 and <= %s`, key, raw, limit))
+		default:
+			*into = d
+		}
+	}
+	duration("timeout", c.TimeoutRaw, MaxCrossNodeTimeout, &c.Timeout)
+	duration("stallAfter", c.StallAfterRaw, MaxCrossNodeTimeout, &c.StallAfter)
+	if c.Timeout > 0 && c.StallAfter >= c.Timeout {
+		errs = append(errs, fmt.Errorf(`"stallAfter" %q must be shorter than "timeout" %q, or one stalled node times every pod out`, c.StallAfterRaw, c.TimeoutRaw))
+	}
+	for _, s := range []struct{ key, path string }{{"nbSocket", c.NBSocket}, {"sbSocket", c.SBSocket}} {
+		if !filepath.IsAbs(s.path) {
+			errs = append(errs, fmt.Errorf(`%q %q must be the absolute path of a unix socket`, s.key, s.path))
+		}
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,80 @@
+package config
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCrossNodeOffByDefault(t *testing.T) {
+	c, err := Parse(conf(`"preset":"ovn-kubernetes"`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.CrossNode != nil {
+		t.Errorf("crossNode = %+v without the key, want nil (off by default)", c.CrossNode)
+	}
+}
+
+func TestCrossNodeParse(t *testing.T) {
+	tests := []struct {
+		name, extra string
+		want        CrossNodeConf
+	}{
+		{"defaults", `"preset":"ovn-kubernetes","crossNode":{}`, CrossNodeConf{TimeoutRaw: "5s", StallAfterRaw: "3s",
+			NBSocket: DefaultOVNNBSocket, SBSocket: DefaultOVNSBSocket, Timeout: 5 * time.Second, StallAfter: 3 * time.Second}},
+		{"an ovsdb check instead of the preset", `"checks":[{"kind":"ovsdb","preset":"ovn-kubernetes"}],
+			"crossNode":{"timeout":"2s","stallAfter":"500ms","nbSocket":"/t/nb.sock","sbSocket":"/t/sb.sock"}`,
+			CrossNodeConf{TimeoutRaw: "2s", StallAfterRaw: "500ms", NBSocket: "/t/nb.sock", SBSocket: "/t/sb.sock",
+				Timeout: 2 * time.Second, StallAfter: 500 * time.Millisecond}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c, err := Parse(conf(tt.extra))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if c.CrossNode == nil {
+				t.Fatal("crossNode is nil")
+			}
+			if diff := cmp.Diff(tt.want, *c.CrossNode); diff != "" {
+				t.Errorf("crossNode (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCrossNodeProblems(t *testing.T) {
+	tests := []struct {
+		name, extra string
+		want        []string // each must appear in the message
+	}{
+		{"no OVN preset", `"crossNode":{}`, []string{`crossNode: needs the "ovn-kubernetes" preset`}},
+		{"bad durations", `"preset":"ovn-kubernetes","crossNode":{"timeout":"5","stallAfter":"-1s"}`,
+			[]string{`crossNode: "timeout" "5" is not a Go duration`, `"stallAfter" "-1s" must be > 0`}},
+		{"stallAfter not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"2s","stallAfter":"2s"}`,
+			[]string{`"stallAfter" "2s" must be shorter than "timeout" "2s"`}},
+		{"over kubelet's share", `"preset":"ovn-kubernetes","timeout":"90s","crossNode":{"timeout":"20s"}`,
+			[]string{`plus the top-level "timeout" "1m30s" must be <= 1m40s`}},
+		{"relative socket", `"preset":"ovn-kubernetes","crossNode":{"nbSocket":"nb.sock"}`,
+			[]string{`"nbSocket" "nb.sock" must be the absolute path`}},
+		{"unknown inner key", `"preset":"ovn-kubernetes","crossNode":{"timout":"1s"}`, []string{`crossNode: unknown key "timout"`}},
+		{"near miss of the key", `"preset":"ovn-kubernetes","crossnode":{}`, []string{`unknown key "crossnode": did you mean "crossNode"?`}},
+		{"not an object", `"preset":"ovn-kubernetes","crossNode":true`, []string{`crossNode: `}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := Parse(conf(tt.extra))
+			if err == nil {
+				t.Fatal("Parse accepted it")
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("error %q does not say %q", err, w)
+				}
+			}
+		})
+	}
+}
