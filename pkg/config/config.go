@@ -250,8 +250,14 @@ func likelyMeant(k string) (string, bool) {
 			return want, true
 		}
 	}
+	return closestKey(k, topKeys)
+}
+
+// closestKey is the key of known within edit distance 2 of k, in any
+// case, that is nearest to it, if any.
+func closestKey(k string, known []string) (string, bool) {
 	best, bestD := "", 3
-	for _, want := range topKeys {
+	for _, want := range known {
 		if d := editDistance(strings.ToLower(k), strings.ToLower(want)); d < bestD {
 			best, bestD = want, d
 		}

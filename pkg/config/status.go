@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"net/url"
 	"path/filepath"
+	"slices"
 	"strings"
 	"time"
 )
@@ -59,6 +60,66 @@ type AWSIPAM struct {
 	Type    string `json:"type"`
 	URL     string `json:"url,omitempty"`
 	Metrics string `json:"metrics,omitempty"`
+}
+
+// CalicoIPAM is status.ipam {"type": "calico-ipam"}: the keys of Calico's
+// own CNI ipam object that say which families and pools it assigns from,
+// with Calico's types (strings, lists of pool names or CIDRs). Any string
+// is taken, as Calico takes it: assign_ipv4 is off only for "false",
+// assign_ipv6 on only for "true".
+type CalicoIPAM struct {
+	Type       string   `json:"type"`
+	AssignIPv4 *string  `json:"assign_ipv4,omitempty"`
+	AssignIPv6 *string  `json:"assign_ipv6,omitempty"`
+	IPv4Pools  []string `json:"ipv4_pools,omitempty"`
+	IPv6Pools  []string `json:"ipv6_pools,omitempty"`
+}
+
+// hostLocalKeys are the keys of host-local's ipam object: its IPAMConfig
+// and the fields of the older single range at its top.
+var hostLocalKeys = []string{"type", "name", "ranges", "subnet", "rangeStart", "rangeEnd", "gateway", "dataDir", "routes", "resolvConf"}
+
+// validateHostLocal refuses a host-local object that names no range, which
+// STATUS could never count, and keys that look like a typo of host-local's
+// own: host-local would ignore them, and a misspelt dataDir would count an
+// empty folder. Other keys are taken, as host-local takes them; the ranges
+// themselves are read by the pool, as host-local reads them.
+func validateHostLocal(obj map[string]json.RawMessage) error {
+	var errs []error
+	for k := range obj {
+		// Go's JSON, host-local's as the pool's, takes a key in any case.
+		if slices.ContainsFunc(hostLocalKeys, func(w string) bool { return strings.EqualFold(k, w) }) {
+			continue
+		}
+		if want, ok := closestKey(k, hostLocalKeys); ok {
+			errs = append(errs, fmt.Errorf("unknown key %q: did you mean %q?", k, want))
+		}
+	}
+	slices.SortFunc(errs, func(a, b error) int { return strings.Compare(a.Error(), b.Error()) })
+	if !hasRanges(obj) {
+		errs = append([]error{errors.New(`"ranges" is required: the range sets host-local allocates from, as in the chain's host-local, such as [[{"subnet":"10.1.0.0/24"}]] (or the older single "subnet")`)}, errs...)
+	}
+	return errors.Join(errs...)
+}
+
+// hasRanges reports whether a host-local object names a range: a
+// non-empty "ranges" list, or the older single "subnet".
+func hasRanges(obj map[string]json.RawMessage) bool {
+	var ranges []json.RawMessage
+	var subnet string
+	for k, v := range obj {
+		switch {
+		case strings.EqualFold(k, "ranges"):
+			if json.Unmarshal(v, &ranges) != nil || len(ranges) > 0 {
+				return true // a wrong type is the pool's to name
+			}
+		case strings.EqualFold(k, "subnet"):
+			if json.Unmarshal(v, &subnet) != nil || subnet != "" {
+				return true
+			}
+		}
+	}
+	return false
 }
 
 // StatusConf is the "status" block: what STATUS verifies besides the
@@ -224,6 +285,9 @@ func validateIPAM(raw json.RawMessage) error {
 	}
 	switch typ {
 	case IPAMHostLocal:
+		if err := validateHostLocal(obj); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
 		return nil
 	case IPAMCilium:
 		var c CiliumIPAM
@@ -262,7 +326,13 @@ func validateIPAM(raw json.RawMessage) error {
 			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
 		}
 		return nil
-	case IPAMCalico, IPAMOVN:
+	case IPAMCalico:
+		var c CalicoIPAM
+		if err := StrictUnmarshal(raw, &c); err != nil {
+			return fmt.Errorf(`"ipam" (type %q): %w`, typ, err)
+		}
+		return nil
+	case IPAMOVN:
 		var o struct {
 			Type string `json:"type"`
 		}

@@ -38,13 +38,7 @@ type Scope struct {
 // default, as in Calico, never an error: STATUS reads this for "auto",
 // and a value Calico takes must not fail it.
 func calicoScope(ipam json.RawMessage) (Scope, error) {
-	var o struct {
-		Type       string   `json:"type"`
-		AssignIPv4 *string  `json:"assign_ipv4"`
-		AssignIPv6 *string  `json:"assign_ipv6"`
-		IPv4Pools  []string `json:"ipv4_pools"`
-		IPv6Pools  []string `json:"ipv6_pools"`
-	}
+	var o config.CalicoIPAM
 	if err := config.StrictUnmarshal(ipam, &o); err != nil {
 		return Scope{}, fmt.Errorf("status ipam: %w", err)
 	}

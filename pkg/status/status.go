@@ -2,13 +2,15 @@
 // ADDs now. It verifies netready's own state folder, the IP pool of a
 // network (host-local's folder, or the Cilium agent's or ipamd's count)
 // when poolAction is "notready", and the health of the agents the
-// operator names.
+// operator names. A pool it cannot count is netready's own problem: it is
+// noted for the sidecar (entry.go), never a failure.
 // Every probe is bounded by the caller's context, which STATUS keeps under
 // one second.
 package status
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"os"
@@ -34,6 +36,11 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 	if err := stateDirUsable(conf.StateDir); err != nil {
 		return err
 	}
+	// netready's own entry never fails STATUS: a pool it cannot count is
+	// noted for the sidecar, as an entry that ADD refuses is. A note that
+	// cannot be written costs the operator the note, never the node.
+	ipam, uncountable := countedPool(conf)
+	_ = keepNote(conf, uncountable)
 	if conf.Status == nil {
 		return nil
 	}
@@ -55,13 +62,13 @@ func Check(ctx context.Context, conf *config.NetConf) error {
 		probeCtx, cancel = context.WithDeadline(ctx, d.Add(-probeMargin))
 		defer cancel()
 	}
-	// With poolAction "taint" the pool is the sidecar's: a short pool
-	// taints the node instead of turning it NotReady.
-	if len(conf.Status.IPAM) > 0 && conf.Status.PoolAction == config.PoolNotReady {
+	// With poolAction "taint" the pool is the sidecar's (countedPool is
+	// nil): a short pool taints the node instead of turning it NotReady.
+	if ipam != nil {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			if err := checkPool(probeCtx, conf.Name, conf.StateDir, conf.Status); err != nil {
+			if err := checkPool(probeCtx, conf.Name, conf.StateDir, ipam, *conf.Status.MinFree); err != nil {
 				fail(err)
 			}
 		}()
@@ -127,17 +134,13 @@ func stateDirUsable(dir string) error {
 // source cannot grow it. A source that cannot tell (an agent that does
 // not answer within ctx) never fails it. host-local's count is kept in
 // stateDir while the folder does not change, an agent's answer for a few
-// seconds (pool.ReadForStatus).
-func checkPool(ctx context.Context, network, stateDir string, sc *config.StatusConf) error {
-	ipam, err := pool.Resolve(network, sc)
-	if err != nil {
-		return err
-	}
+// seconds (pool.ReadForStatus). ipam is countedPool's.
+func checkPool(ctx context.Context, network, stateDir string, ipam json.RawMessage, minFree int) error {
 	cnt, err := pool.ReadForStatus(ctx, network, stateDir, ipam)
 	if err != nil {
 		return err
 	}
-	return cnt.Exhausted(*sc.MinFree)
+	return cnt.Exhausted(minFree)
 }
 
 // checkAgent: an http agent answers 2xx; a file agent's file exists and,

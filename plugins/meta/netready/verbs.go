@@ -80,8 +80,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
 	}
-	if err := notes.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
-		log.Warn("cannot clear the note of an invalid entry", "err", err)
+	// Not a plain clear: STATUS notes a pool it cannot count again.
+	if err := status.NoteEntry(conf); err != nil {
+		log.Warn("cannot keep the note of the entry for the sidecar", "err", err)
 	}
 	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", unmetChecks(results))
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
@@ -268,9 +269,8 @@ func cmdStatus(args *skel.CmdArgs) error {
 		noteInvalidConfig(args, "STATUS", err)
 		return nil
 	}
-	if err := notes.ClearInvalidConfig(conf.StateDir, conf.Name); err != nil {
-		openLog(conf.LogFile, "STATUS", args).Warn("cannot clear the note of an invalid entry", "err", err)
-	}
+	// status.Check keeps the note: it clears it, or notes a pool that it
+	// cannot count.
 	ctx, cancel := context.WithTimeout(context.Background(), statusBudget)
 	defer cancel()
 	if err := status.Check(ctx, conf); err != nil {
