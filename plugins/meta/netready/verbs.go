@@ -51,6 +51,9 @@ func cmdAdd(args *skel.CmdArgs) error {
 	env := checks.NewEnv(args.Netns)
 	defer env.Close()
 	results, waited, never := waitForChecks(ctx, conf, att, env, start, log)
+	if conf.CrossNode != nil && never == nil && unmetChecks(results) == "" {
+		results, waited = append(results, waitCrossNode(conf, att, log)), time.Since(start)
+	}
 	if never != nil && (conf.OnTimeout == config.OnTimeoutFail || errors.Is(never, checks.ErrNetnsGone)) {
 		return logged(log, types.NewError(types.ErrInternal, "netready: "+never.Error(), ""))
 	}
@@ -69,7 +72,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 				log.Warn("cannot record the timeout", "err", err)
 			}
 			return logged(log, types.NewError(types.ErrTryAgainLater,
-				fmt.Sprintf("netready: timed out after %s waiting for: %s", conf.Timeout, unmet), ""))
+				fmt.Sprintf("netready: timed out after %s waiting for: %s", waitLimit(conf, results), unmet), ""))
 		}
 		// proceed: the pod starts, its readiness waits. A check that can
 		// never be met costs readiness, never the pod's start.

@@ -1,0 +1,289 @@
+package checks
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/ovsdb"
+)
+
+// KindOVNCrossNode names the cross-node wait's result in the marker.
+const KindOVNCrossNode = "ovn-cross-node"
+
+// OVN's own barrier (ovn-nbctl --wait=hv works the same way): a client
+// raises NB_Global.nb_cfg; ovn-northd copies it into the SB; each
+// ovn-controller, once the flows for everything in the SB up to that
+// value are installed, writes it into its Chassis_Private.nb_cfg. So a
+// chassis whose nb_cfg reached a value raised after this pod's own node
+// had claimed its port (ovn-installed) has the port's binding and every
+// NB change made before it, such as the pod's IP in a policy's address
+// set. NB_Global.hv_cfg is the minimum over all chassis, so one frozen
+// chassis would hold it for every pod: netready reads each chassis'
+// Chassis_Private instead and leaves a stalled one out, naming it.
+
+// CrossNode is the outcome of one cross-node wait.
+type CrossNode struct {
+	Ready bool
+	// Target says what was waited for, and which chassis were left out.
+	Target string
+	// Why it is not ready.
+	Why string
+	// Bumped: this wait raised nb_cfg itself (false: it joined a raise
+	// made after it had read the value, which serves it as well).
+	Bumped bool
+	// LeftOut names each stalled chassis with its nb_cfg.
+	LeftOut []string
+	Waited  time.Duration
+}
+
+// crossNodeSafety re-reads the chassis when no monitor update came, for an
+// update the stream might have lost; crossNodePoll paces the retries of an
+// unreachable database.
+const (
+	crossNodeSafety = time.Second
+	crossNodePoll   = 50 * time.Millisecond
+)
+
+// behindFile remembers, per node, since when each chassis has been behind
+// a barrier, so that a chassis found stalled by one ADD is left out at once
+// by the next, not after another stallAfter. It has no .json suffix, so
+// the marker GC leaves it alone; losing it costs only a wait.
+const behindFile = ".ovn-chassis-behind"
+
+// behind is one chassis that had not reached Target at Since (this node's
+// clock: only this node's ADDs read and write the file).
+type behind struct {
+	Target int64     `json:"target"`
+	Since  time.Time `json:"since"`
+}
+
+// WaitOVNCrossNode runs once the pod's own node has installed its port:
+// it raises nb_cfg (or joins a raise made after this call began), then
+// waits, woken by an OVSDB monitor of the SB's Chassis_Private, until every
+// chassis has reached it or is stalled: behind a barrier older than
+// cn.StallAfter. memoDir holds behindFile. It ends by ctx's deadline.
+func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, memoDir string) CrossNode {
+	start := time.Now()
+	out := CrossNode{Target: "every chassis' Chassis_Private.nb_cfg at netready's barrier"}
+	done := func() CrossNode { out.Waited = time.Since(start); return out }
+	// The monitor opens before the barrier, so no chassis' answer to it
+	// can slip by unseen.
+	updates, err := ovsdb.Monitor(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []string{"nb_cfg"})
+	if err != nil {
+		updates = nil // polled instead
+	}
+	target, bumped, err := raiseBarrier(ctx, cn.NBSocket)
+	if err != nil {
+		out.Why = err.Error()
+		return done()
+	}
+	raisedAt := time.Now()
+	out.Bumped = bumped
+	memoPath := filepath.Join(memoDir, behindFile)
+	memo := readBehind(memoPath)
+	learned := memo
+	defer func() { writeBehind(memoPath, learned, memo) }()
+	interval := crossNodeSafety
+	if updates == nil {
+		interval = crossNodePoll
+	}
+	timer := time.NewTimer(0)
+	defer timer.Stop()
+	for {
+		rows, err := ovsdb.Select(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []any{}, []string{"name", "nb_cfg", "chassis"})
+		next := crossNodePoll
+		if err == nil {
+			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
+			learned = v.memo
+			out.Target, out.LeftOut = v.target(target), v.stalled
+			if len(v.waiting) == 0 {
+				out.Ready, out.Why = true, ""
+				return done()
+			}
+			out.Why = fmt.Sprintf("not yet at nb_cfg %d: %s", target, strings.Join(v.waiting, ", "))
+			next = min(interval, v.nextStall)
+		} else {
+			out.Why = err.Error()
+		}
+		timer.Reset(next)
+		select {
+		case <-ctx.Done():
+			out.Why += fmt.Sprintf(" (a chassis is left out once behind for crossNode.stallAfter %s)", cn.StallAfter)
+			return done()
+		case _, ok := <-updates:
+			if !ok {
+				updates, interval = nil, crossNodePoll
+			}
+		case <-timer.C:
+		}
+	}
+}
+
+// raiseBarrier raises NB_Global.nb_cfg by one, unless another client
+// raised it after this one read it: that raise was made after this pod's
+// port was claimed too, so it serves as well, and parallel ADDs (separate
+// processes, on any node) share one raise. The OVSDB "wait" makes the read
+// and the raise one transaction. It retries until ctx ends.
+func raiseBarrier(ctx context.Context, socket string) (target int64, bumped bool, err error) {
+	for {
+		target, bumped, err = raiseOnce(ctx, socket)
+		if err == nil || ctx.Err() != nil {
+			return target, bumped, err
+		}
+		select {
+		case <-ctx.Done():
+			return 0, false, err
+		case <-time.After(crossNodePoll):
+		}
+	}
+}
+
+func raiseOnce(ctx context.Context, socket string) (int64, bool, error) {
+	read := func() (int64, error) {
+		rows, err := ovsdb.Select(ctx, socket, "OVN_Northbound", "NB_Global", []any{}, []string{"nb_cfg"})
+		if err != nil {
+			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: %w", err)
+		}
+		if len(rows) != 1 {
+			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: the NB at %s has %d NB_Global rows, not 1", socket, len(rows))
+		}
+		v, ok := ovsdb.Int(rows[0]["nb_cfg"])
+		if !ok {
+			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: %s", rows[0]["nb_cfg"])
+		}
+		return v, nil
+	}
+	n, err := read()
+	if err != nil {
+		return 0, false, err
+	}
+	res, err := ovsdb.Transact(ctx, socket, "OVN_Northbound",
+		map[string]any{"op": "wait", "table": "NB_Global", "where": []any{}, "columns": []string{"nb_cfg"},
+			"until": "==", "rows": []any{map[string]int64{"nb_cfg": n}}, "timeout": 0},
+		map[string]any{"op": "mutate", "table": "NB_Global", "where": []any{}, "mutations": []any{[]any{"nb_cfg", "+=", 1}}})
+	if err != nil {
+		return 0, false, fmt.Errorf("cannot raise NB_Global.nb_cfg: %w", err)
+	}
+	if res[0].Error == "" && res[1].Error == "" {
+		return n + 1, true, nil
+	}
+	if res[0].Error != "timed out" {
+		return 0, false, fmt.Errorf("cannot raise NB_Global.nb_cfg: %s %s", res[0].Error, res[1].Error)
+	}
+	// Raised by someone else since the read.
+	m, err := read()
+	if err != nil {
+		return 0, false, err
+	}
+	if m <= n {
+		return 0, false, fmt.Errorf("NB_Global.nb_cfg changed from %d to %d between a read and a raise: retrying", n, m)
+	}
+	return m, false, nil
+}
+
+// verdict is one reading of the chassis against the barrier.
+type verdict struct {
+	reached int
+	waiting []string // "name (nb_cfg 5)", for chassis still awaited
+	stalled []string // left out
+	// nextStall is how long until the first awaited chassis counts as
+	// stalled; 0 when none is awaited.
+	nextStall time.Duration
+	memo      map[string]behind
+}
+
+func (v verdict) target(target int64) string {
+	s := fmt.Sprintf("Chassis_Private.nb_cfg >= %d on %d of %d chassis", target, v.reached, v.reached+len(v.waiting)+len(v.stalled))
+	if len(v.stalled) > 0 {
+		s += "; left out, stalled: " + strings.Join(v.stalled, ", ")
+	}
+	return s
+}
+
+// judge sorts the chassis: reached the barrier, awaited, or stalled: behind
+// a barrier raised more than stallAfter ago, by this wait (raisedAt) or by
+// an earlier one on this node (memo). Rows without a Chassis are chassis
+// being removed, and count for nothing.
+func judge(rows []ovsdb.Row, target int64, raisedAt, now time.Time, stallAfter time.Duration, memo map[string]behind) verdict {
+	v := verdict{memo: map[string]behind{}}
+	slices.SortFunc(rows, func(a, b ovsdb.Row) int { return strings.Compare(string(a["name"]), string(b["name"])) })
+	for _, r := range rows {
+		var name string
+		if json.Unmarshal(r["name"], &name) != nil || name == "" || isEmptySet(r["chassis"]) {
+			continue
+		}
+		cfg, _ := ovsdb.Int(r["nb_cfg"])
+		if cfg >= target {
+			v.reached++
+			continue
+		}
+		// Still behind the older barrier an earlier ADD noted: behind
+		// since then.
+		note, ok := memo[name]
+		if !ok || cfg >= note.Target || !note.Since.Before(raisedAt) {
+			note = behind{Target: target, Since: raisedAt}
+		}
+		v.memo[name] = note
+		since := note.Since
+		lag := now.Sub(since)
+		if lag >= stallAfter {
+			v.stalled = append(v.stalled, fmt.Sprintf("%s (nb_cfg %d, behind for %s)", name, cfg, lag.Round(time.Millisecond)))
+			continue
+		}
+		v.waiting = append(v.waiting, fmt.Sprintf("%s (nb_cfg %d)", name, cfg))
+		if left := stallAfter - lag; v.nextStall == 0 || left < v.nextStall {
+			v.nextStall = left
+		}
+	}
+	return v
+}
+
+// isEmptySet reports an OVSDB optional column that holds nothing.
+func isEmptySet(col json.RawMessage) bool {
+	return len(col) == 0 || strings.ReplaceAll(string(col), " ", "") == `["set",[]]`
+}
+
+func readBehind(path string) map[string]behind {
+	m := map[string]behind{}
+	if data, err := os.ReadFile(path); err == nil {
+		_ = json.Unmarshal(data, &m) // unreadable: start afresh
+	}
+	return m
+}
+
+// writeBehind stores what this wait learned, if it differs from what it
+// read. Parallel ADDs may overwrite each other; the loser's note comes
+// back with the next ADD that finds the chassis behind.
+func writeBehind(path string, now, was map[string]behind) {
+	if mapsEqual(now, was) {
+		return
+	}
+	data, err := json.Marshal(now)
+	if err != nil {
+		return
+	}
+	// The network's folder may not exist before its first marker.
+	if os.MkdirAll(filepath.Dir(path), 0o755) == nil {
+		_ = atomicfile.Write(path, data, 0o644)
+	}
+}
+
+func mapsEqual(a, b map[string]behind) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for k, v := range a {
+		if w, ok := b[k]; !ok || w.Target != v.Target || !w.Since.Equal(v.Since) {
+			return false
+		}
+	}
+	return true
+}

@@ -1,0 +1,77 @@
+package checks
+
+import (
+	"encoding/json"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/ovsdb"
+)
+
+func chassisRow(name string, cfg int64, withChassis bool) ovsdb.Row {
+	ch := `["set",[]]`
+	if withChassis {
+		ch = `["uuid","6b3b2f5e-0000-0000-0000-000000000001"]`
+	}
+	n, _ := json.Marshal(name)
+	c, _ := json.Marshal(cfg)
+	return ovsdb.Row{"name": n, "nb_cfg": c, "chassis": json.RawMessage(ch)}
+}
+
+func TestJudgeChassis(t *testing.T) {
+	raised := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
+	const stall = 3 * time.Second
+	tests := []struct {
+		name   string
+		target int64
+		rows   []ovsdb.Row
+		now    time.Time
+		memo   map[string]behind
+		want   verdict
+	}{
+		{name: "all reached", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 8, true)}, now: raised,
+			want: verdict{reached: 2, memo: map[string]behind{}}},
+		{name: "one lagging, within the bound", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 5, true)}, now: raised.Add(time.Second),
+			want: verdict{reached: 1, waiting: []string{"b (nb_cfg 5)"}, nextStall: 2 * time.Second,
+				memo: map[string]behind{"b": {Target: 7, Since: raised}}}},
+		{name: "one behind this barrier for stallAfter: left out", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 5, true)}, now: raised.Add(stall),
+			want: verdict{reached: 1, stalled: []string{"b (nb_cfg 5, behind for 3s)"},
+				memo: map[string]behind{"b": {Target: 7, Since: raised}}}},
+		{name: "behind an older barrier an earlier ADD noted: left out at once", target: 9,
+			rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("b", 5, true)}, now: raised,
+			memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}},
+			want: verdict{reached: 1, stalled: []string{"b (nb_cfg 5, behind for 4s)"},
+				memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}}}},
+		{name: "the noted chassis caught up with its old barrier: the count starts again", target: 9,
+			rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("b", 7, true)}, now: raised,
+			memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}},
+			want: verdict{reached: 1, waiting: []string{"b (nb_cfg 7)"}, nextStall: stall,
+				memo: map[string]behind{"b": {Target: 9, Since: raised}}}},
+		{name: "a chassis being removed counts for nothing", target: 9, rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("gone", 1, false)}, now: raised,
+			want: verdict{reached: 1, memo: map[string]behind{}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := judge(tt.rows, tt.target, raised, tt.now, stall, tt.memo)
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{}, behind{})); diff != "" {
+				t.Errorf("judge (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestBehindFileRoundTrip(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "net", behindFile)
+	if got := readBehind(path); len(got) != 0 {
+		t.Fatalf("a missing file reads as %v", got)
+	}
+	since := time.Date(2026, 12, 1, 22, 0, 0, 0, time.UTC)
+	want := map[string]behind{"b": {Target: 7, Since: since}}
+	writeBehind(path, want, nil)
+	if diff := cmp.Diff(want, readBehind(path), cmp.AllowUnexported(behind{})); diff != "" {
+		t.Errorf("read back (-want +got):\n%s", diff)
+	}
+}

@@ -1,0 +1,46 @@
+package main
+
+import (
+	"context"
+	"log/slog"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/marker"
+)
+
+// waitCrossNode runs the cross-node wait ("crossNode"), once the pod's own
+// node has programmed it, with its own bound. Its result joins the
+// marker's check results, so onTimeout treats it as any other check.
+func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.Logger) marker.CheckResult {
+	ctx, cancel := context.WithTimeout(context.Background(), conf.CrossNode.Timeout)
+	defer cancel()
+	cn := checks.WaitOVNCrossNode(ctx, conf.CrossNode, filepath.Join(conf.StateDir, att.Network))
+	if len(cn.LeftOut) > 0 {
+		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
+	}
+	log.Info("cross-node wait done", "ready", cn.Ready, "target", cn.Target, "bumped", cn.Bumped, "waitedMs", cn.Waited.Milliseconds(), "why", cn.Why)
+	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why}
+	if cn.Ready {
+		r.WaitedMs = cn.Waited.Milliseconds()
+	}
+	return r
+}
+
+// waitLimit is the bound that the unmet checks ran into: the cross-node
+// wait's own when it is the one unmet.
+func waitLimit(conf *config.NetConf, rs []marker.CheckResult) time.Duration {
+	for _, r := range rs {
+		if !r.Ready && r.Kind != checks.KindOVNCrossNode {
+			return conf.Timeout
+		}
+	}
+	if conf.CrossNode != nil {
+		return conf.CrossNode.Timeout
+	}
+	return conf.Timeout
+}
