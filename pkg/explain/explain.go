@@ -14,7 +14,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
@@ -27,7 +26,6 @@ import (
 const (
 	DefaultNamespace   = "kube-system"
 	settingsConfigMap  = "netready-settings"
-	settingsLabel      = "netready.io/params=settings"
 	gateLabel          = "netready.io/readiness-gate"
 	netreadySelector   = "app=netready"
 	sidecarController  = "netready-sidecar"
@@ -124,31 +122,6 @@ type NetreadyPod struct {
 	Version string `json:"version"`
 	Phase   string `json:"phase"`
 	Ready   bool   `json:"ready"`
-}
-
-// conditionType is the type netready-settings names, or the default. It
-// finds the ConfigMap as the admission policies do, by its label, so that
-// a namePrefix override is followed; then by its name.
-func conditionType(ctx context.Context, c kubernetes.Interface, o Options) (string, error) {
-	list, err := c.CoreV1().ConfigMaps(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: settingsLabel})
-	if err != nil {
-		return "", fmt.Errorf("list ConfigMaps %s in %s: %w", settingsLabel, o.Namespace, err)
-	}
-	for _, cm := range list.Items {
-		if t := cm.Data["conditionType"]; t != "" {
-			return t, nil
-		}
-	}
-	cm, err := c.CoreV1().ConfigMaps(o.Namespace).Get(ctx, settingsConfigMap, metav1.GetOptions{})
-	switch {
-	case apierrors.IsNotFound(err):
-		return publish.DefaultConditionType, nil
-	case err != nil:
-		return "", fmt.Errorf("read %s/%s: %w", o.Namespace, settingsConfigMap, err)
-	case cm.Data["conditionType"] != "":
-		return cm.Data["conditionType"], nil
-	}
-	return publish.DefaultConditionType, nil
 }
 
 // Pod explains one pod.

@@ -217,29 +217,6 @@ n1: NetreadyStatusInactive (5m0s ago): cniVersion 0.3.1
 	}
 }
 
-// TestConditionTypeFollowsARenamedSettings: under a namePrefix override
-// netready-settings is found by its label, as the policies find it.
-func TestConditionTypeFollowsARenamedSettings(t *testing.T) {
-	renamed := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: "acme-netready-settings-x",
-		Labels: map[string]string{"netready.io/params": "settings"}}, Data: map[string]string{"conditionType": "example.com/net"}}
-	for _, tc := range []struct {
-		name string
-		objs []runtime.Object
-		want string
-	}{
-		{"renamed, labelled", []runtime.Object{renamed}, "example.com/net"},
-		{"by name only (v0.3)", []runtime.Object{&corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: DefaultNamespace, Name: settingsConfigMap}, Data: map[string]string{"conditionType": "example.com/old"}}}, "example.com/old"},
-		{"none", nil, publish.DefaultConditionType},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := conditionType(context.Background(), fake.NewClientset(tc.objs...), Options{Namespace: DefaultNamespace})
-			if err != nil || got != tc.want {
-				t.Errorf("conditionType = %q, %v; want %q", got, err, tc.want)
-			}
-		})
-	}
-}
-
 // TestOperatorReasonsAreTheSidecars: the reasons status shows are the
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
