@@ -3,6 +3,7 @@
 package helm
 
 import (
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -382,5 +383,56 @@ func TestHelmChartValuesReachTheObjectsTheyName(t *testing.T) {
 	out, err := harness.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.minFree=2")
 	if err == nil || !strings.Contains(out, "pool.enabled=true") {
 		t.Errorf("helm template with pool.minFree and no pool = %v\n%s\nwant a failure saying to set pool.enabled=true", err, out)
+	}
+}
+
+// TestHelmChartPoolIPAMTakesEachSourcesKeys: pool.ipam takes each
+// source's own keys, as the plugin does: Calico's four for calico-ipam,
+// host-local's object with its ranges. The rendered entry passes the real
+// installer's --validate. The schema refuses, naming the key, a host-local
+// object without ranges or with them misspelt, and a boolean where Calico
+// takes a string.
+func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
+	for _, tc := range []struct {
+		name, ipam string
+		want       string // in the rendered entry
+	}{
+		{"calico-ipam with Calico's keys", `{"type":"calico-ipam","assign_ipv4":"false","assign_ipv6":"true","ipv4_pools":["default-ipv4-ippool"],"ipv6_pools":["fd00:10:200::/48"]}`,
+			`"assign_ipv6":"true"`},
+		{"host-local with its ranges", `{"type":"host-local","ranges":[[{"subnet":"10.200.9.0/24"}]],"dataDir":"/var/lib/cni/networks"}`,
+			`"ranges":[[{"subnet":"10.200.9.0/24"}]]`},
+	} {
+		objs := objectsOf(t, harness.MustHelm(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam))
+		var data map[string]any
+		for key, o := range objs {
+			if strings.HasPrefix(key, "ConfigMap/kube-system/netready-entry-") {
+				data, _ = o["data"].(map[string]any)
+			}
+		}
+		if !strings.Contains(fmt.Sprint(data["60-pool.json"]), tc.want) {
+			t.Errorf("%s: the entry's 60-pool.json = %v, want %s", tc.name, data["60-pool.json"], tc.want)
+		}
+		dir := t.TempDir()
+		for k, v := range data {
+			if err := os.WriteFile(filepath.Join(dir, k), []byte(fmt.Sprint(v)), 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if code, out := harness.Installer(t, "--validate", dir); code != 0 {
+			t.Errorf("%s: netready-install --validate of the rendered entry = exit %d\n%s", tc.name, code, out)
+		}
+	}
+	for _, tc := range []struct {
+		name, ipam, want string
+	}{
+		{"host-local without ranges", `{"type":"host-local"}`, "ranges"},
+		{"host-local with ranges misspelt", `{"type":"host-local","rnages":[[{"subnet":"10.200.9.0/24"}]]}`, "rnages"},
+		{"calico-ipam with a boolean", `{"type":"calico-ipam","assign_ipv6":true}`, "assign_ipv6"},
+		{"cilium with aws's key", `{"type":"cilium","url":"http://127.0.0.1:61679"}`, "url"},
+	} {
+		out, err := harness.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam)
+		if err == nil || !strings.Contains(out, tc.want) || !strings.Contains(out, "schema") {
+			t.Errorf("%s: helm template = %v\n%s\nwant a schema error naming %s", tc.name, err, out, tc.want)
+		}
 	}
 }
