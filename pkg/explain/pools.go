@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/netready/netready/pkg/taint"
 )
@@ -107,6 +108,14 @@ func (p Pool) stateText() string {
 	case taint.PoolGrows:
 		return "can grow (the source adds addresses)"
 	}
+	if !p.Since.IsZero() {
+		s := "held: can't tell since " + p.Since.UTC().Format(time.RFC3339) + ": " + p.Why
+		if p.HeldExhausted {
+			s += " (exhausted when last counted: the taint stays)"
+		}
+		return s
+	}
+	// An older sidecar's message.
 	if strings.HasSuffix(p.Why, taint.HeldMark) {
 		return "can't tell yet, so the taint stays as it was: " + p.Why
 	}

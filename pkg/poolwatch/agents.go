@@ -3,17 +3,13 @@ package poolwatch
 import (
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/netready/netready/pkg/pool"
 )
 
 // ReasonPoolUnknown is the reason of the Warning Node Event for a pool
 // netready cannot tell about: its agent does not answer, answers what
-// netready cannot read, or gives no capacity. Such a pool never taints
-// the node.
+// netready cannot read, or gives no capacity. Such a pool neither adds
+// nor lifts the taint: its last verdict stands (held.go).
 const ReasonPoolUnknown = "NetreadyPoolUnknown"
 
 // agentPoll is how often an agent's pool is read: agents send no inotify
@@ -29,31 +25,6 @@ func (w *Watcher) hasAgents() bool {
 		}
 	}
 	return false
-}
-
-// noteUnknown keeps netready_pool_unknown and records a Warning Node
-// Event once per network and cause: when why is new, not at every read.
-func (w *Watcher) noteUnknown(n pool.Network, why string) {
-	v := 0.0
-	if why != "" {
-		v = 1
-	}
-	w.metrics.PoolUnknown.WithLabelValues(n.Network, n.Source.Type()).Set(v)
-	if w.unknown[n.Network] == why {
-		return
-	}
-	w.unknown[n.Network] = why
-	if why == "" {
-		w.log.Info("the pool can be counted again", "network", n.Network, "source", n.Source.Type())
-		return
-	}
-	w.log.Warn("cannot tell whether the pool is exhausted; it does not taint the node", "network", n.Network, "source", n.Source.Type(), "why", why)
-	if w.events == nil {
-		return
-	}
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
-	w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonPoolUnknown, "Count",
-		"network %s: netready cannot tell whether its IP pool (%s) is exhausted, so the pool does not taint the node: %s", n.Network, n.Source.Type(), why)
 }
 
 // deleteSourceSeries drops a network's per-source series once it is no

@@ -2,11 +2,9 @@ package poolwatch
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // ClusterSource counts a pool whose truth is in the API server.
@@ -23,7 +21,8 @@ type ClusterSource interface {
 
 // ClusterSources returns the ClusterSource of a type, made and started at
 // its first call: only a node whose networks need one watches the API
-// server for it. An error is a source that cannot be made here.
+// server for it. An error is a source that cannot be made here. A source
+// that is a Releaser is released once no network counts from it.
 type ClusterSources func(typ string) (ClusterSource, error)
 
 // clusterBudget bounds one count of a ClusterSource: it counts from its
@@ -31,20 +30,26 @@ type ClusterSources func(typ string) (ClusterSource, error)
 const clusterBudget = 2 * time.Second
 
 // clusterSyncLimit bounds how long a ClusterSource that is still syncing
-// (its watches listing, as after a sidecar restart) holds the taint and
-// the verdict as they are, neither adding nor lifting, so that a restart
-// does not lift a taint that still applies. A list of thousands of blocks
-// takes seconds; one that takes longer than this is a failure, and cannot
-// tell is then cannot tell.
+// (its watches listing, as after a sidecar restart) leaves STATUS's last
+// verdict as it is, and records no Event. A list of thousands of blocks
+// takes seconds; one that takes longer than this is a failure: the
+// verdict then says can't tell, and the Event says why. The taint is held
+// as it was either way, for as long as the source cannot tell.
 const clusterSyncLimit = 5 * time.Minute
+
+// syncingError is the count of a ClusterSource still syncing, within
+// clusterSyncLimit.
+type syncingError struct{ typ, why string }
+
+func (e syncingError) Error() string { return e.typ + " has not counted yet (" + e.why + ")" }
 
 // countCluster counts a pool whose truth is in the API server through its
 // ClusterSource, and keeps the count for STATUS (pool.WriteVerdict), which
 // cannot read the API server. A verdict that cannot be written is logged
 // once per cause; STATUS then says it cannot tell. While the source is
-// still syncing (within clusterSyncLimit), err is set and no verdict is
-// written: the taint and STATUS's last verdict stand until it can answer,
-// and that verdict ages out by itself (pool.VerdictMaxAge).
+// still syncing (within clusterSyncLimit), err is a syncingError and no
+// verdict is written: STATUS's last verdict stands until it can answer,
+// and ages out by itself (pool.VerdictMaxAge).
 func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 	typ := n.Source.Type()
 	cs, err := w.clusters(typ)
@@ -53,6 +58,7 @@ func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 		w.keepVerdict(n, typ, cnt)
 		return cnt, nil
 	}
+	w.made[typ] = cs
 	ctx, cancel := context.WithTimeout(context.Background(), clusterBudget)
 	cnt := cs.Count(ctx, pool.ScopeOf(n.Source))
 	cancel()
@@ -61,7 +67,7 @@ func (w *Watcher) countCluster(n pool.Network) (pool.Count, error) {
 		w.clusterSince[typ] = now
 	}
 	if cnt.Unknown != "" && cs.Syncing() && now.Sub(w.clusterSince[typ]) < clusterSyncLimit {
-		return cnt, fmt.Errorf("%s has not counted yet (%s): %s", typ, cnt.Unknown, taint.HeldMark)
+		return cnt, syncingError{typ, cnt.Unknown}
 	}
 	w.keepVerdict(n, typ, cnt)
 	return cnt, nil

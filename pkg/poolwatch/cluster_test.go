@@ -152,10 +152,11 @@ func TestClusterPoolNoSource(t *testing.T) {
 }
 
 // TestClusterPoolSyncGrace: a source still syncing (its watches listing,
-// as after a sidecar restart) holds the taint as it is and writes no
-// verdict, so that STATUS keeps the last one rather than turning green,
-// for as long as it syncs, up to clusterSyncLimit. A source that has
-// synced, or failed for good, cannot tell at once, and its verdict says so.
+// as after a sidecar restart) writes no verdict, so that STATUS keeps the
+// last one rather than turning green, for as long as it syncs, up to
+// clusterSyncLimit. A source that has synced, or failed for good, cannot
+// tell at once, and its verdict says so. (The taint is held either way:
+// TestCantTellHoldsTheTaint.)
 func TestClusterPoolSyncGrace(t *testing.T) {
 	confDir, stateDir := t.TempDir(), t.TempDir()
 	os.WriteFile(filepath.Join(confDir, "10-ovn.conflist"), []byte(`{"cniVersion":"1.1.0","name":"ovn","plugins":[{"type":"ovn-k8s-cni-overlay"},{"type":"netready","stateDir":"`+stateDir+`","status":{"ipam":"auto"}}]}`), 0o644)
@@ -187,18 +188,18 @@ func TestClusterPoolSyncGrace(t *testing.T) {
 		return pool.ReadVerdict(verdictPath, "ovn-kubernetes", now).Exhausted(1) != nil
 	}
 	if !unsure() {
-		t.Error("a source that is syncing lifts the taint at once")
+		t.Error("a source that is syncing is not counted as syncing")
 	}
 	if !verdictExhausted() {
 		t.Error("a source that is syncing overwrote STATUS's exhausted verdict")
 	}
 	now = now.Add(clusterSyncLimit - time.Second)
 	if !unsure() {
-		t.Error("a source still syncing (a slow first list) stops holding the taint before clusterSyncLimit")
+		t.Error("a source still syncing (a slow first list) stops keeping STATUS's verdict before clusterSyncLimit")
 	}
 	now = now.Add(2 * time.Second)
 	if unsure() {
-		t.Error("a source that never syncs holds the taint past clusterSyncLimit")
+		t.Error("a source that never syncs keeps STATUS's verdict past clusterSyncLimit")
 	}
 	if v := pool.ReadVerdict(verdictPath, "ovn-kubernetes", now); v.Unknown == "" {
 		t.Errorf("past clusterSyncLimit the verdict = %+v, want cannot tell", v)
@@ -211,7 +212,7 @@ func TestClusterPoolSyncGrace(t *testing.T) {
 	}
 	src.set(pool.Count{Unknown: "ovn-kubernetes: get node n1: forbidden"})
 	if unsure() {
-		t.Error("a source that has synced holds the taint when it cannot tell")
+		t.Error("a source that has synced is counted as syncing when it cannot tell")
 	}
 	if v := pool.ReadVerdict(verdictPath, "ovn-kubernetes", now); v.Unknown == "" {
 		t.Errorf("verdict = %+v, want cannot tell", v)

@@ -19,9 +19,13 @@ import (
 
 // judgement is one count of every watched pool.
 type judgement struct {
-	short   bool     // a pool with poolAction taint is short
-	unsure  bool     // something could not be read: never lift the taint
+	short bool // a pool with poolAction taint is short, or held as it was
+	// unsure: the config folder could not be read, or an entry is
+	// invalid: never lift the taint.
+	unsure  bool
 	message []string // per network
+	// held names the networks that can't tell, whose last verdict stands.
+	held []string
 	// reloaded: the config folder was read again for this count.
 	reloaded bool
 }
@@ -46,49 +50,55 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 		if !keepAt.IsZero() && (w.keepAt.IsZero() || keepAt.Before(w.keepAt)) {
 			w.keepAt = keepAt
 		}
-		if err != nil {
-			j.unsure = true
-			name := n.Network
-			if n.Spec == nil {
-				name += " (" + n.Source.Type() + ")" // as its count would say it
+		var msg string
+		if why := cantTell(cnt, err); why != "" {
+			// Its hysteresis, and its last verdict, stay as they were.
+			if err == nil {
+				w.setAddresses(n, cnt)
 			}
-			j.message = append(j.message, fmt.Sprintf("%s: cannot count: %v", name, err))
-			continue // its hysteresis stays as it was
-		}
-		w.noteUnknown(n, cnt.Unknown)
-		w.setAddresses(n, cnt)
-		exhausted := false
-		for _, r := range cnt.Ranges {
-			key := n.Network + " " + r.Set
-			was, seen := w.short[key]
-			if !seen {
-				was = !w.seedDone && *w.seeded
-			}
-			// Can't tell is never exhausted, and a pool or range set its
-			// source grows is not exhausted while it is short.
-			s := pool.Short(r, n.MinFree, was) && cnt.Unknown == "" && !cnt.Grows && !r.Grows
-			w.short[key] = s
-			exhausted = exhausted || s
-			if s && n.Action == config.PoolTaint {
+			exhausted := w.hold(n, why, err)
+			if exhausted && n.Action == config.PoolTaint {
 				j.short = true
 			}
-			if n.Spec != nil {
-				free, _ := r.Free().Float64()
-				size, _ := r.Usable.Float64()
-				w.metrics.PoolFree.WithLabelValues(n.Network, r.Set).Set(free)
-				w.metrics.PoolSize.WithLabelValues(n.Network, r.Set).Set(size)
-				series[[2]string{n.Network, r.Set}] = true
+			j.held = append(j.held, n.Network)
+			msg = w.heldPart(n, cnt, err, why, exhausted)
+		} else {
+			w.told(n)
+			w.setAddresses(n, cnt)
+			exhausted := false
+			for _, r := range cnt.Ranges {
+				key := n.Network + " " + r.Set
+				was, seen := w.short[key]
+				if !seen {
+					was = !w.seedDone && *w.seeded
+				}
+				// A pool or range set its source grows is not exhausted
+				// while it is short.
+				s := pool.Short(r, n.MinFree, was) && !cnt.Grows && !r.Grows
+				w.short[key] = s
+				exhausted = exhausted || s
+				if n.Spec != nil {
+					free, _ := r.Free().Float64()
+					size, _ := r.Usable.Float64()
+					w.metrics.PoolFree.WithLabelValues(n.Network, r.Set).Set(free)
+					w.metrics.PoolSize.WithLabelValues(n.Network, r.Set).Set(size)
+					series[[2]string{n.Network, r.Set}] = true
+				}
 			}
-		}
-		msg := pool.Describe(n.Network, cnt.Ranges)
-		if n.Spec == nil {
-			msg = cnt.Describe(n.Network, n.Source.Type())
-		}
-		msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
-		if exhausted {
-			// Which network is short, for people and for kubectl netready
-			// (taint.ParsePools reads the message back).
-			msg += taint.ExhaustedMark
+			w.verdict[n.Network] = exhausted
+			if exhausted && n.Action == config.PoolTaint {
+				j.short = true
+			}
+			msg = pool.Describe(n.Network, cnt.Ranges)
+			if n.Spec == nil {
+				msg = cnt.Describe(n.Network, n.Source.Type())
+			}
+			msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
+			if exhausted {
+				// Which network is short, for people and for kubectl netready
+				// (taint.ParsePools reads the message back).
+				msg += taint.ExhaustedMark
+			}
 		}
 		if g, ok := held[n.Network]; ok {
 			msg += fmt.Sprintf(" (its netready entry left the CNI config at %s; still counted until %s)",
@@ -111,7 +121,8 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 		}
 	}
 	w.sourceSeries = sourceSeries
-	if !j.unsure {
+	w.releaseClusters(nets)
+	if !j.unsure && len(j.held) == 0 {
 		w.seedDone = true
 	}
 	return j
@@ -126,6 +137,7 @@ func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
 	for name, g := range w.gone {
 		if w.now().Sub(g.since) >= w.forgetAfter {
 			delete(w.gone, name)
+			w.forget(name)
 			w.log.Info("forgetting a network whose netready entry left the CNI config", "network", name, "since", g.since)
 			continue
 		}

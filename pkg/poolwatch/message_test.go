@@ -28,7 +28,7 @@ import (
 // TestConditionMessageReadsBack: the NetworkPoolExhausted message the
 // watch writes reads back (taint.ParsePools, as kubectl netready reads
 // it) as each network's pool: its source, counts, minFree, and whether it
-// is the exhausted one, has room, or can't tell and why.
+// is the exhausted one, has room, or can't tell, why, and since when.
 func TestConditionMessageReadsBack(t *testing.T) {
 	client := fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}})
 	confDir, data := t.TempDir(), t.TempDir()
@@ -59,6 +59,7 @@ func TestConditionMessageReadsBack(t *testing.T) {
 		slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	start := time.Now()
 	go func() { defer close(done); w.Run(ctx) }()
 	t.Cleanup(func() { cancel(); <-done })
 	var cond *corev1.NodeCondition
@@ -68,19 +69,28 @@ func TestConditionMessageReadsBack(t *testing.T) {
 			return false
 		}
 		cond = taint.Current(n)
-		return cond != nil && cond.Status == corev1.ConditionTrue && strings.Count(cond.Message, "minFree") == 3 && strings.Contains(cond.Message, "ovn (")
+		return cond != nil && cond.Status == corev1.ConditionTrue && strings.Count(cond.Message, "minFree") == 4 && strings.Contains(cond.Message, "ovn (")
 	})
 	got := taint.ParsePools(cond.Message)
 	if len(got) == 4 && strings.HasPrefix(got[0].Why, "the Cilium agent: ") && strings.Contains(got[0].Why, gone) {
 		got[0].Why = "the Cilium agent: ..."
+	}
+	for i, p := range got {
+		// Held since the watch's first count: within this test.
+		if p.State == taint.PoolUnknown {
+			if p.Since.Before(start.Truncate(time.Second)) || p.Since.After(time.Now()) {
+				t.Errorf("pool %s held since %v, not since the watch began at %v", p.Network, p.Since, start)
+			}
+			got[i].Since = time.Time{}
+		}
 	}
 	n := big.NewInt
 	want := []taint.Pool{
 		{Network: "cilium", Source: "cilium", MinFree: 1, State: taint.PoolUnknown, Why: "the Cilium agent: ..."},
 		{Network: "edge", Source: "host-local", MinFree: 2, State: taint.PoolExhausted, Ranges: []taint.PoolRange{{Free: n(1), Capacity: n(5), Used: 4}}},
 		{Network: "wide", Source: "host-local", MinFree: 1, State: taint.PoolRoom, Ranges: []taint.PoolRange{{Free: n(12), Capacity: n(13), Used: 1}}},
-		{Network: "ovn", Source: "ovn-kubernetes", State: taint.PoolUnknown,
-			Why: "ovn-kubernetes has not counted yet (its watches are listing): the taint is neither added nor lifted until it has"},
+		{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: taint.PoolUnknown,
+			Why: "ovn-kubernetes has not counted yet (its watches are listing)"},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b *big.Int) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("ParsePools(%q) (-want +got):\n%s", cond.Message, diff)

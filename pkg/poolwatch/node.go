@@ -35,8 +35,10 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 	}
 	j := w.judge(fsw, full)
 	// A change of the config folder is rare, and changes what the
-	// condition says beyond counts: write it as on a full round.
-	full = full || j.reloaded
+	// condition says beyond counts: write it as on a full round. So does
+	// a pool that begins or ends to hold its verdict.
+	held := heldKey(j.held)
+	full = full || j.reloaded || held != w.heldSaid
 	want := j.short
 	if !want && j.unsure && *w.applied {
 		want = true // lift it only on a clean count
@@ -56,7 +58,7 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 			return fmt.Errorf("patch the taint: %w", err)
 		}
 		w.log.Info("node taint", "taint", taint.Key, "present", want, "pools", strings.Join(j.message, "; "))
-		w.recordTaint(node, want, strings.Join(j.message, "; "))
+		w.recordTaint(node, want, len(j.held) > 0, strings.Join(j.message, "; "))
 	}
 	has := taint.Has(node)
 	w.applied = &has
@@ -72,6 +74,7 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 			return fmt.Errorf("patch the %s condition: %w", taint.ConditionType, err)
 		}
 	}
+	w.heldSaid = held
 	return nil
 }
 
@@ -84,8 +87,9 @@ func (w *Watcher) setTainted(has bool) {
 }
 
 // recordTaint records a Node Event for a taint netready put on or took
-// off, naming the pools and their counts.
-func (w *Watcher) recordTaint(node *corev1.Node, on bool, pools string) {
+// off, naming the pools and their counts; held says some pool can't tell
+// and kept its last verdict.
+func (w *Watcher) recordTaint(node *corev1.Node, on, held bool, pools string) {
 	if w.events == nil {
 		return
 	}
@@ -94,8 +98,12 @@ func (w *Watcher) recordTaint(node *corev1.Node, on bool, pools string) {
 			"netready tainted the node %s:NoSchedule: new pods go to other nodes until an IP pool has room: %s", taint.Key, pools)
 		return
 	}
+	room := "every IP pool has room"
+	if held {
+		room = "no IP pool is exhausted (one that can't tell keeps its last verdict, room)"
+	}
 	w.events.Eventf(node, nil, corev1.EventTypeNormal, taint.ReasonAvailable, "Untaint",
-		"netready lifted %s: every IP pool has room: %s", taint.Key, pools)
+		"netready lifted %s: %s: %s", taint.Key, room, pools)
 }
 
 // LiftAll is the pool side of an uninstall: it takes netready's taint and

@@ -33,8 +33,10 @@ import (
 // and reads everything again every resync.
 //
 // What it does not know, it leaves alone: while the config folder cannot
-// be read, or a pool cannot be counted, or an entry is invalid, it may add
-// the taint but never removes it. A network whose entry leaves the config
+// be read, or an entry is invalid, it may add the taint but never removes
+// it; while a pool can't tell (its agent does not answer, its count is
+// stale or cannot be read), that pool's last verdict stands, for as long
+// as it lasts. A network whose entry leaves the config
 // folder (a vendor's rewrite, which netready-install repairs) is still
 // counted for forgetAfter, so that its taint and hysteresis outlive the
 // rewrite.
@@ -86,13 +88,23 @@ type Watcher struct {
 	// kept for STATUS can be counted again and kept; zero when none.
 	keepAt time.Time
 	// memos are what each agent's source keeps between reads; unknown is
-	// the last "cannot tell" noted per network.
+	// the cause of each network's current "can't tell", noted once.
 	memos   map[string]*pool.Memo
-	unknown map[string]string
-	// clusters makes the sources of pools in the API server; verdictErr
-	// is the last failure to keep a network's verdict for STATUS;
-	// clusterSince is when a source type was first asked for.
+	unknown map[string]unknownNote
+	// verdict is each network's last verdict (exhausted, hysteresis
+	// included) from a count that could tell; held is since when a
+	// network can't tell. While it can't, its last verdict stands, so
+	// that can't tell neither adds a taint nor lifts one (held.go).
+	// heldSaid is the held networks the condition last named.
+	verdict  map[string]bool
+	held     map[string]time.Time
+	heldSaid string
+	// clusters makes the sources of pools in the API server, and made
+	// holds those asked for, by type, until no network counts from them;
+	// verdictErr is the last failure to keep a network's verdict for
+	// STATUS; clusterSince is when a source type was first asked for.
 	clusters     ClusterSources
+	made         map[string]ClusterSource
 	verdictErr   map[string]string
 	clusterSince map[string]time.Time
 }
@@ -123,8 +135,8 @@ func New(o Config, nodes kubeapi.Client, events kubeapi.EventRecorder, log *slog
 	w := &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
 		short: map[string]bool{}, series: map[[2]string]bool{}, sourceSeries: map[[2]string]bool{}, gone: map[string]goneNetwork{},
-		memos: map[string]*pool.Memo{}, unknown: map[string]string{}, clusters: o.Clusters, verdictErr: map[string]string{},
-		clusterSince: map[string]time.Time{}}
+		memos: map[string]*pool.Memo{}, unknown: map[string]unknownNote{}, verdict: map[string]bool{}, held: map[string]time.Time{},
+		clusters: o.Clusters, made: map[string]ClusterSource{}, verdictErr: map[string]string{}, clusterSince: map[string]time.Time{}}
 	if w.clusters == nil {
 		w.clusters = noClusterSources
 	}

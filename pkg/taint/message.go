@@ -5,6 +5,8 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"time"
+	"unicode/utf8"
 )
 
 // The condition's message is for a person first (kubectl describe node),
@@ -12,20 +14,42 @@ import (
 // sidecar may write, that names each pool. The pool watch writes one part
 // per network, joined by "; ":
 //
-//	NETWORK[ (SOURCE)]: N of M addresses in use[, K cooling down][ in SET][, ...][; the source can add addresses | ; cannot tell: WHY] (minFree F)[, exhausted][ (NOTE)]
-//	NETWORK[ (SOURCE)]: cannot count: WHY
+//	NETWORK[ (SOURCE)]: N of M addresses in use[, K cooling down][ in SET][, ...][; the source can add addresses] (minFree F)[, exhausted][ (NOTE)]
+//	NETWORK[ (SOURCE)][: N of M addresses in use...]; held: can't tell since TIME: WHY (minFree F)[, exhausted when last counted][ (NOTE)]
 //
 // SOURCE is status.ipam's type, left out for host-local; network names are
-// CNI's ([A-Za-z0-9][A-Za-z0-9_.-]*).
+// CNI's ([A-Za-z0-9][A-Za-z0-9_.-]*); TIME is RFC 3339, UTC. Older
+// sidecars wrote "; cannot tell: WHY" and "NETWORK[ (SOURCE)]: cannot
+// count: WHY" for a pool that can't tell, and lifted its taint: both
+// still read back.
 
 // ExhaustedMark follows "(minFree F)" in the part of a network whose pool
 // the sidecar judges exhausted (hysteresis included): the taint, or
 // STATUS's failure with poolAction "notready", is that network's doing.
 const ExhaustedMark = ", exhausted"
 
-// HeldMark ends the "cannot count" part of a network whose source is still
-// syncing: the taint stays as it was, neither added nor lifted.
+// HeldMark ended an older sidecar's "cannot count" part of a network
+// whose source was still syncing: the taint stayed as it was.
 const HeldMark = "the taint is neither added nor lifted until it has"
+
+// heldAt starts the verdict of a network that can't tell: its last
+// verdict, and so the taint, stands until it can.
+const heldAt = "; held: can't tell since "
+
+// HeldExhaustedMark follows "(minFree F)" in the part of a network that
+// can't tell and was exhausted when it last could: the taint stays for it.
+const HeldExhaustedMark = ", exhausted when last counted"
+
+// HeldPart is the part of a network that can't tell since since, why:
+// head is "NETWORK[ (SOURCE)]" and the counts it still has, if any;
+// exhausted is its last verdict, which stands.
+func HeldPart(head string, since time.Time, why string, minFree int, exhausted bool) string {
+	s := head + heldAt + since.UTC().Format(time.RFC3339) + ": " + why + " (minFree " + strconv.Itoa(minFree) + ")"
+	if exhausted {
+		s += HeldExhaustedMark
+	}
+	return s
+}
 
 // States of a Pool.
 const (
@@ -45,6 +69,13 @@ type Pool struct {
 	State   string      `json:"state"`
 	// Why is, for a pool that can't tell, the source's reason.
 	Why string `json:"why,omitempty"`
+	// Since is, for a pool that can't tell, when that began: its last
+	// verdict, and so the taint, is held since then. Zero in an older
+	// sidecar's message.
+	Since time.Time `json:"since,omitzero"`
+	// HeldExhausted: the pool can't tell and was exhausted when it last
+	// could, so the taint stays for it.
+	HeldExhausted bool `json:"heldExhausted,omitempty"`
 }
 
 // PoolRange is one range set's count (a pod takes one address from each).
@@ -62,7 +93,7 @@ type PoolRange struct {
 // and the start of what a part can say first. A reason that quotes another
 // part's start could split a part; none of the sources' reasons does.
 var partStart = regexp.MustCompile(`(?:^|; )([A-Za-z0-9][A-Za-z0-9_.-]*)(?: \(([A-Za-z0-9][A-Za-z0-9_.-]*)\))?` +
-	`(?:: \d+ of \d+ addresses in use|: cannot count: |; cannot tell: | \(minFree \d+\))`)
+	`(?:: \d+ of \d+ addresses in use|: cannot count: |; cannot tell: |; held: can't tell since | \(minFree \d+\))`)
 
 var (
 	rangeCount = regexp.MustCompile(`(\d+) of (\d+) addresses in use(?:, (\d+) cooling down)?(?: in ([^\s,;()]+(?:,[^\s,;()]+)*))?`)
@@ -98,11 +129,18 @@ func ParsePools(msg string) []Pool {
 // cutShort is why a pool whose part the message's bound cut can't tell.
 const cutShort = "the condition's message is cut short before this pool's verdict"
 
-// cut reports whether Condition cut the message at its bound.
-func cut(msg string) bool { return len(msg) == maxMessage && strings.HasSuffix(msg, "...") }
+// cut reports whether Condition cut the message at its bound, which it
+// moves back to the start of a character.
+func cut(msg string) bool {
+	return len(msg) > maxMessage-utf8.UTFMax && len(msg) <= maxMessage && strings.HasSuffix(msg, "...")
+}
 
 // parsePart reads what follows the network and source.
 func parsePart(p *Pool, body string) {
+	if counts, held, ok := strings.Cut(body, heldAt); ok {
+		parseHeld(p, counts, held)
+		return
+	}
 	if why, ok := strings.CutPrefix(body, ": cannot count: "); ok {
 		p.State, p.Why = PoolUnknown, why
 		return
@@ -129,6 +167,23 @@ func parsePart(p *Pool, body string) {
 	default:
 		p.State = PoolRoom
 	}
+}
+
+// parseHeld reads the part of a pool that can't tell: counts is what
+// precedes "; held: can't tell since ", held what follows it.
+func parseHeld(p *Pool, counts, held string) {
+	p.State, p.Ranges = PoolUnknown, ranges(counts)
+	at, rest, _ := strings.Cut(held, ": ")
+	p.Since, _ = time.Parse(time.RFC3339, at)
+	m := minFreeAt.FindAllStringSubmatchIndex(rest, -1)
+	if len(m) == 0 {
+		p.Why = rest // cut short: its minFree and mark are lost
+		return
+	}
+	last := m[len(m)-1]
+	p.MinFree, _ = strconv.Atoi(rest[last[2]:last[3]])
+	p.Why = rest[:last[0]]
+	p.HeldExhausted = strings.HasPrefix(rest[last[1]:], HeldExhaustedMark)
 }
 
 func ranges(s string) []PoolRange {

@@ -5,6 +5,7 @@ import (
 	"math/big"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -60,6 +61,19 @@ func TestParsePools(t *testing.T) {
 				{Network: "a", Source: "host-local", Ranges: []PoolRange{rng("", 4, 5, 1, 0)}, MinFree: 1, State: PoolRoom},
 				{Network: "b", Source: "host-local", Ranges: []PoolRange{rng("", 0, 5, 5, 0)}, State: PoolUnknown, Why: "the condition's message is cut short before this pool's verdict"},
 			}},
+		{"held: can't tell since, with the counts it has, exhausted when last counted",
+			`cilium (cilium): 3 of 5 addresses in use; held: can't tell since 2026-12-01T12:00:07Z: the Cilium agent: GET "http://cilium/v1/healthz": 503 Service Unavailable (minFree 1), exhausted when last counted`,
+			[]Pool{{Network: "cilium", Source: "cilium", Ranges: []PoolRange{rng("", 2, 5, 3, 0)}, MinFree: 1, State: PoolUnknown, HeldExhausted: true,
+				Since: time.Date(2026, 12, 1, 12, 0, 7, 0, time.UTC), Why: `the Cilium agent: GET "http://cilium/v1/healthz": 503 Service Unavailable`}}},
+		{"held without a count, room when last counted, then a network held after its entry left",
+			"podnet; held: can't tell since 2026-12-01T12:00:00Z: host-local's dataDir /x does not exist here: mount it (minFree 2); " +
+				"ovn (ovn-kubernetes); held: can't tell since 2026-12-01T12:01:00Z: ovn-kubernetes has not counted yet (listing) (minFree 1), exhausted when last counted (its netready entry left the CNI config at 2026-12-01T12:00:00Z; still counted until 2026-12-01T12:10:00Z)",
+			[]Pool{
+				{Network: "podnet", Source: "host-local", MinFree: 2, State: PoolUnknown, Since: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+					Why: "host-local's dataDir /x does not exist here: mount it"},
+				{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: PoolUnknown, HeldExhausted: true, Since: time.Date(2026, 12, 1, 12, 1, 0, 0, time.UTC),
+					Why: "ovn-kubernetes has not counted yet (listing)"},
+			}},
 		{"no pool", "no network on this node has a pool netready watches", []Pool{}},
 	}
 	for _, tt := range tests {
@@ -100,6 +114,22 @@ func TestParsePoolsAfterTheBound(t *testing.T) {
 			}
 			if p.State != want {
 				t.Errorf("pad %d, pool %d of %d: state %q, want %q; message %q", pad, i, len(pools), p.State, want, msg)
+			}
+		}
+	}
+}
+
+// TestHeldPartReadsBack: what HeldPart writes reads back as the pool it
+// says, whatever the cause holds.
+func TestHeldPartReadsBack(t *testing.T) {
+	since := time.Date(2026, 12, 1, 12, 0, 0, 0, time.FixedZone("CET", 3600))
+	for _, exhausted := range []bool{true, false} {
+		for _, why := range []string{"the Cilium agent: 503", "calico-ipam: watch failed (minFree 3): x, y", "ünïcödé: (ENOENT)"} {
+			msg := HeldPart("a (cilium): 14 of 14 addresses in use", since, why, 2, exhausted)
+			want := []Pool{{Network: "a", Source: "cilium", Ranges: []PoolRange{rng("", 0, 14, 14, 0)}, MinFree: 2, State: PoolUnknown,
+				Why: why, Since: since.UTC(), HeldExhausted: exhausted}}
+			if diff := cmp.Diff(want, ParsePools(msg), bigEqual); diff != "" {
+				t.Errorf("ParsePools(%q) (-want +got):\n%s", msg, diff)
 			}
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -63,10 +64,22 @@ func Condition(short bool, message string) corev1.NodeCondition {
 	if short {
 		c.Status, c.Reason = corev1.ConditionTrue, ReasonExhausted
 	}
-	if len(c.Message) > maxMessage {
-		c.Message = c.Message[:maxMessage-3] + "..."
-	}
+	c.Message = Truncate(c.Message, maxMessage)
 	return c
+}
+
+// Truncate bounds s to max bytes, ending what it cuts with "...", and
+// never splits a character: the API server would store a broken one as
+// U+FFFD, or refuse it.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	end := max - len("...")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
 }
 
 // Current returns the node's condition, or nil.
