@@ -19,9 +19,9 @@ const (
 	// {"default":["10.244.1.0/24","fd00:10:244:1::/64"]}, or before dual
 	// stack {"default":"10.244.1.0/24"}.
 	NodeSubnets = "k8s.ovn.org/node-subnets"
-	// PodNetworks is a pod's addresses per network:
-	// {"default":{"ip_addresses":["10.244.1.5/24"],...}}, or before dual
-	// stack {"default":{"ip_address":"10.244.1.5/24",...}}.
+	// PodNetworks is a pod's addresses per network, as ovnkube writes
+	// them: {"default":{"ip_addresses":["10.244.1.5/24"],...}}. Anyone who
+	// can patch the pod can write it too, so the count never reads it.
 	PodNetworks = "k8s.ovn.org/pod-networks"
 	// hybridOverlayIP and hybridOverlayMAC are set on a node whose switch
 	// has a hybrid overlay port, which takes a third address (.3).
@@ -131,36 +131,30 @@ func bigMin(a, b *big.Int) *big.Int {
 	return b
 }
 
-// podAddresses are a pod's addresses on the default network, from its
-// PodNetworks annotation; none when it has no annotation (host network,
-// or not given one yet) or no default network.
+// podAddresses are the addresses kubelet posted for the pod
+// (status.podIPs, from the sandbox's CNI result): written through
+// pods/status, which the node's kubelet can write and a tenant cannot,
+// unlike the pod's annotations, which anyone who can patch the pod can.
+// At most the first address of each family counts, as kubelet reports one
+// per family; a host-network pod's addresses are the node's, not the pool's.
 func podAddresses(pod *corev1.Pod) ([]netip.Addr, error) {
-	raw, ok := pod.Annotations[PodNetworks]
-	if !ok {
+	if pod.Spec.HostNetwork {
 		return nil, nil
 	}
-	var byNet map[string]struct {
-		IPAddresses []string `json:"ip_addresses"`
-		IPAddress   string   `json:"ip_address"`
+	ips := pod.Status.PodIPs
+	if len(ips) == 0 && pod.Status.PodIP != "" {
+		ips = []corev1.PodIP{{IP: pod.Status.PodIP}}
 	}
-	if err := json.Unmarshal([]byte(raw), &byNet); err != nil {
-		return nil, fmt.Errorf("pod %s/%s: its %s annotation %q is not what ovnkube writes", pod.Namespace, pod.Name, PodNetworks, raw)
-	}
-	entry, ok := byNet[defaultNetwork]
-	if !ok {
-		return nil, nil
-	}
-	cidrs := entry.IPAddresses
-	if len(cidrs) == 0 && entry.IPAddress != "" {
-		cidrs = []string{entry.IPAddress}
-	}
-	out := make([]netip.Addr, 0, len(cidrs))
-	for _, c := range cidrs {
-		p, err := netip.ParsePrefix(c)
+	var out []netip.Addr
+	for _, ip := range ips {
+		a, err := netip.ParseAddr(ip.IP)
 		if err != nil {
-			return nil, fmt.Errorf("pod %s/%s: its %s annotation: %v", pod.Namespace, pod.Name, PodNetworks, err)
+			return nil, fmt.Errorf("pod %s/%s: status.podIPs holds %q, not an IP address", pod.Namespace, pod.Name, ip.IP)
 		}
-		out = append(out, p.Addr())
+		a = a.Unmap()
+		if !slices.ContainsFunc(out, func(b netip.Addr) bool { return b.Is4() == a.Is4() }) {
+			out = append(out, a)
+		}
 	}
 	return out, nil
 }
@@ -175,24 +169,28 @@ func holdsAddress(pod *corev1.Pod) bool {
 // count is the node's pool: per subnet, the distinct addresses that its
 // pods that hold addresses have there, against what ovnkube can give.
 // ovnkube allocates a node's subnet once and never adds to it, so the
-// pool never grows.
-func count(annotations map[string]string, pods []*corev1.Pod) pool.Count {
+// pool never grows. A pod whose addresses cannot be read is skipped and
+// named (in Said, and in skipped for the log): it leaves the count short
+// by one pod, never the node blind.
+func count(annotations map[string]string, pods []*corev1.Pod) (cnt pool.Count, skipped string) {
 	subnets, err := parseNodeSubnets(annotations)
 	if err != nil {
-		return pool.Count{Unknown: err.Error()}
+		return pool.Count{Unknown: err.Error()}, ""
 	}
 	used := make([]map[netip.Addr]bool, len(subnets))
 	for i := range used {
 		used[i] = map[netip.Addr]bool{}
 	}
 	holders := 0
+	var unreadable []string
 	for _, pod := range pods {
 		if !holdsAddress(pod) {
 			continue
 		}
 		addrs, err := podAddresses(pod)
 		if err != nil {
-			return pool.Count{Unknown: err.Error()}
+			unreadable = append(unreadable, err.Error())
+			continue
 		}
 		held := false
 		for _, a := range addrs {
@@ -206,13 +204,28 @@ func count(annotations map[string]string, pods []*corev1.Pod) pool.Count {
 			holders++
 		}
 	}
-	cnt := pool.Count{}
 	names := make([]string, len(subnets))
 	for i, s := range subnets {
 		cnt.Ranges = append(cnt.Ranges, pool.Range{Set: s.prefix.String(), Usable: s.usable, Used: int64(len(used[i]))})
 		names[i] = s.prefix.String()
 	}
-	cnt.Said = fmt.Sprintf("ovn-kubernetes: %d pods hold addresses in the node's subnet %s (%s, less the addresses ovnkube reserves)",
+	cnt.Said = fmt.Sprintf("ovn-kubernetes: %d pods hold addresses in the node's subnet %s (%s, less the addresses ovnkube reserves; the pods' status.podIPs)",
 		holders, strings.Join(names, ", "), NodeSubnets)
-	return cnt
+	if skipped = skippedNote(unreadable); skipped != "" {
+		cnt.Said += "; " + skipped
+	}
+	return cnt, skipped
+}
+
+// skippedNote counts the pods the count skipped and names the first, so
+// that a message stays short however many there are.
+func skippedNote(skipped []string) string {
+	switch len(skipped) {
+	case 0:
+		return ""
+	case 1:
+		return "1 pod skipped, unreadable: " + skipped[0]
+	default:
+		return fmt.Sprintf("%d pods skipped, unreadable: %s, and %d more", len(skipped), skipped[0], len(skipped)-1)
+	}
 }

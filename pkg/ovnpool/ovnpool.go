@@ -1,9 +1,10 @@
 // Package ovnpool owns counting a node's ovn-kubernetes pool for the
 // sidecar: the node's subnet from its Node's k8s.ovn.org/node-subnets
 // annotation, less the addresses ovnkube reserves, against the addresses
-// of the node's pods in their k8s.ovn.org/pod-networks annotations. Both
-// are in the API server, so the node's plugin cannot read them: the
-// sidecar counts, and STATUS reads its verdict (pkg/pool).
+// kubelet posted for the node's pods (status.podIPs), never the pods'
+// annotations, which a tenant can write. Both are in the API server, so
+// the node's plugin cannot read them: the sidecar counts, and STATUS
+// reads its verdict (pkg/pool).
 package ovnpool
 
 import (
@@ -56,8 +57,11 @@ type Watcher struct {
 	// succeeded; nodeErr is why the last read failed.
 	annotations map[string]string
 	nodeErr     error
-	pods        cache.Store
-	synced      func() bool
+	// skipped names the pods the last count could not read, logged when
+	// it changes rather than at every count.
+	skipped string
+	pods    cache.Store
+	synced  func() bool
 }
 
 // New returns the count of o.Node's pool; Run starts its watches.
@@ -140,7 +144,14 @@ func (w *Watcher) Count(context.Context, pool.Scope) pool.Count {
 			pods = append(pods, pod)
 		}
 	}
-	return count(w.annotations, pods)
+	cnt, skipped := count(w.annotations, pods)
+	if skipped != w.skipped {
+		w.skipped = skipped
+		if skipped != "" {
+			w.o.Log.Warn("ovn-kubernetes pool: counting without pods it cannot read", "node", w.o.Node, "skipped", skipped)
+		}
+	}
+	return cnt
 }
 
 // Syncing is true while Count cannot tell only because the Node or the
@@ -156,8 +167,8 @@ func (w *Watcher) Syncing() bool {
 }
 
 // podInformer lists and watches this node's pods (by field selector) and
-// keeps of each only what the count reads: its name, node, phase and
-// pod-networks annotation.
+// keeps of each only what the count reads: its name, node, host network,
+// phase and addresses.
 func (w *Watcher) podInformer() cache.SharedIndexInformer {
 	selector := "spec.nodeName=" + w.o.Node
 	lw := &cache.ListWatch{
@@ -178,11 +189,8 @@ func (w *Watcher) podInformer() cache.SharedIndexInformer {
 			return obj, nil
 		}
 		slim := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: pod.Name, Namespace: pod.Namespace, UID: pod.UID, ResourceVersion: pod.ResourceVersion}}
-		slim.Spec.NodeName = pod.Spec.NodeName
-		slim.Status.Phase = pod.Status.Phase
-		if v, ok := pod.Annotations[PodNetworks]; ok {
-			slim.Annotations = map[string]string{PodNetworks: v}
-		}
+		slim.Spec.NodeName, slim.Spec.HostNetwork = pod.Spec.NodeName, pod.Spec.HostNetwork
+		slim.Status.Phase, slim.Status.PodIP, slim.Status.PodIPs = pod.Status.Phase, pod.Status.PodIP, pod.Status.PodIPs
 		return slim, nil
 	})
 	return inf
