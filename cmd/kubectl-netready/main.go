@@ -2,138 +2,284 @@
 // a pod is, or is not, network-ready, and each node's netready state, from
 // the Kubernetes API alone:
 //
-//	kubectl netready explain [-n NAMESPACE] POD [-o json]
-//	kubectl netready status [-o json]
+//	kubectl netready explain [-n NAMESPACE] POD [-o json|yaml]
+//	kubectl netready status [-o json|yaml]
 //
-// explain exits 0 when the pod is network-ready, 1 when it is not, and 2
-// on error.
+// explain exits 0 when the pod is network-ready, 1 when it is not; status
+// exits 0 when no node has a problem, 1 when one has. Both exit 2 on a
+// usage error or when the API cannot answer.
 package main
 
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/containernetworking/plugins/pkg/utils/buildversion"
-	"github.com/spf13/pflag"
+	"github.com/spf13/cobra"
 	"k8s.io/cli-runtime/pkg/genericclioptions"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/pkg/explain"
 )
 
-const usage = `Usage:
-  kubectl netready explain [-n NAMESPACE] POD [-o json]   why POD is or is not network-ready (exit 0: ready, 1: not, 2: error)
-  kubectl netready status [-o json]                        one line per node: netready's pod, the taint, waiting pods; then one per pool: free of capacity, exhausted or can't tell
-  kubectl netready --version
-`
-
 func main() { os.Exit(run(os.Args[1:], os.Stdout, os.Stderr)) }
 
+// failure is an error past the command line (the API server's, say): it
+// is named without the hint to read --help.
+type failure struct{ error }
+
+// errNotMet ends a command that said all it had to: exit 1.
+var errNotMet = errors.New("not met")
+
+// flags are the flags every command takes.
+type flags struct {
+	kube       *genericclioptions.ConfigFlags
+	output     string
+	netreadyNS string
+	timeout    time.Duration
+}
+
 func run(args []string, stdout, stderr io.Writer) int {
-	fs := pflag.NewFlagSet("kubectl-netready", pflag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(stderr, usage); fs.PrintDefaults() }
-	kube := genericclioptions.NewConfigFlags(true)
-	kube.AddFlags(fs)
-	output := fs.StringP("output", "o", "", `"json" for the same facts as JSON`)
-	netreadyNS := fs.String("netready-namespace", explain.DefaultNamespace, "the namespace netready is deployed in")
-	timeout := fs.Duration("timeout", 30*time.Second, "give up on the API server after this long")
-	showVersion := fs.Bool("version", false, "print the version and exit")
-	if asksHelp(args) {
-		// Asked for: the usage is the answer, on stdout, and no error.
-		fmt.Fprint(stdout, usage)
-		fs.SetOutput(stdout)
-		fs.PrintDefaults()
+	root := newRoot(stdout, stderr)
+	root.SetArgs(helpFlag(args))
+	cmd, err := root.ExecuteC()
+	var f failure
+	switch {
+	case err == nil:
 		return 0
+	case errors.Is(err, errNotMet):
+		return 1
+	case errors.As(err, &f):
+		fmt.Fprintf(stderr, "%s: %v\n", cmd.CommandPath(), f.error)
+	default:
+		fmt.Fprintf(stderr, "%s: %v\nRun '%s --help' for usage.\n", cmd.CommandPath(), err, cmd.CommandPath())
 	}
-	if err := fs.Parse(args); err != nil {
-		return 2
+	return 2
+}
+
+func newRoot(stdout, stderr io.Writer) *cobra.Command {
+	fl := &flags{kube: genericclioptions.NewConfigFlags(true)}
+	root := &cobra.Command{
+		Use:   "kubectl-netready",
+		Short: "why a pod is, or is not, network-ready, and each node's netready state",
+		Long: `kubectl netready tells why a pod is, or is not, network-ready, and each
+node's netready state, from the Kubernetes API alone.`,
+		Example: `  kubectl netready explain -n demo web     # exit 0: network-ready, 1: not, 2: error
+  kubectl netready explain pod/web -o yaml
+  kubectl netready status                  # exit 0: no node has a problem, 1: one has, 2: error`,
+		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl netready"},
+		Version:           buildversion.BuildVersion,
+		Args:              noCommand,
+		RunE:              func(*cobra.Command, []string) error { return errors.New("name a command: explain or status") },
+		SilenceErrors:     true,
+		SilenceUsage:      true,
+		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
 	}
-	if *showVersion {
-		fmt.Fprintln(stdout, "kubectl-netready "+buildversion.BuildVersion)
-		return 0
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	root.SetVersionTemplate("kubectl-netready {{.Version}}\n")
+	root.SetFlagErrorFunc(func(_ *cobra.Command, err error) error { return err })
+	pf := root.PersistentFlags()
+	fl.kube.AddFlags(pf)
+	pf.StringVarP(&fl.output, "output", "o", "", `"json" or "yaml" for the same facts as data (default: text)`)
+	pf.StringVar(&fl.netreadyNS, "netready-namespace", explain.DefaultNamespace, "the namespace netready is deployed in")
+	pf.DurationVar(&fl.timeout, "timeout", 30*time.Second, "give up on the API server after this long")
+	root.AddCommand(explainCmd(fl), statusCmd(fl))
+	return root
+}
+
+// helpFlag reads Go's -help as --help, as the other netready tools take
+// it, rather than as the shorthands -h -e -l -p.
+func helpFlag(args []string) []string {
+	out := slices.Clone(args)
+	for i, a := range out {
+		if a == "--" {
+			break
+		}
+		if a == "-help" {
+			out[i] = "--help"
+		}
 	}
-	if *output != "" && *output != "json" {
-		fmt.Fprintf(stderr, "kubectl netready: -o %q: only json is supported\n", *output)
-		return 2
+	return out
+}
+
+// noCommand names a word that is not a command.
+func noCommand(_ *cobra.Command, args []string) error {
+	if len(args) > 0 {
+		return fmt.Errorf("unknown command %q: the commands are explain and status", args[0])
 	}
-	rest := fs.Args()
-	if len(rest) == 0 || (rest[0] == "explain" && len(rest) != 2) || (rest[0] == "status" && len(rest) != 1) || (rest[0] != "explain" && rest[0] != "status") {
-		fs.Usage()
-		return 2
+	return nil
+}
+
+func explainCmd(fl *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "explain [-n NAMESPACE] (POD | pod/POD) [-o json|yaml]",
+		Short: "why POD is or is not network-ready (exit 0: ready, 1: not, 2: error)",
+		Long: `explain says whether POD is network-ready, and why: its gate and where it
+came from, its netready condition, each network and interface (programmed,
+or the unmet checks), netready's and kubelet's Events for it, its node's
+runtime network, taint and pools, and the netready pod on that node.
+
+Exit status: 0 when the pod's condition is True, 1 otherwise (also for a pod
+netready does not gate), 2 on a usage error or when the API cannot answer.`,
+		Example: `  kubectl netready explain -n demo web
+  kubectl netready explain pod/web -o json`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) != 1 {
+				return fmt.Errorf("name one pod, NAME or pod/NAME; got %d arguments", len(args))
+			}
+			_, err := podName(args[0])
+			return err
+		},
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if err := fl.check(); err != nil {
+				return err
+			}
+			name, _ := podName(args[0])
+			client, err := fl.client()
+			if err != nil {
+				return err
+			}
+			namespace, _, err := fl.kube.ToRawKubeConfigLoader().Namespace()
+			if err != nil {
+				return failure{err}
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), fl.timeout)
+			defer cancel()
+			r, err := explain.Pod(ctx, client, namespace, name, explain.Options{Namespace: fl.netreadyNS})
+			if err != nil {
+				return failure{err}
+			}
+			if err := fl.write(cmd.OutOrStdout(), r, func(w io.Writer) { r.WriteText(w) }); err != nil {
+				return err
+			}
+			if !r.NetworkReady {
+				return errNotMet
+			}
+			return nil
+		},
 	}
-	cfg, err := kube.ToRESTConfig()
+}
+
+func statusCmd(fl *flags) *cobra.Command {
+	return &cobra.Command{
+		Use:   "status [-o json|yaml]",
+		Short: "each node's netready state and pools (exit 0: no problem, 1: a node has one, 2: error)",
+		Long: `status prints a line per node: the netready pod, its version and readiness,
+the taint, how many gated pods wait and the oldest wait; then a line per
+pool the node's NetworkPoolExhausted condition names; then the sidecar's
+warnings that ask the operator to act.
+
+Exit status: 0 when no node has a problem, 1 when one has (each is named on
+stderr: the runtime's network not ready, netready's taint, a pool exhausted
+or can't tell, netready's pod not ready, or missing where gated pods wait,
+a warning), 2 on a usage error or when the API cannot answer.`,
+		Args: func(_ *cobra.Command, args []string) error {
+			if len(args) > 0 {
+				return fmt.Errorf("unexpected arguments %q: status takes none", args)
+			}
+			return nil
+		},
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			if err := fl.check(); err != nil {
+				return err
+			}
+			client, err := fl.client()
+			if err != nil {
+				return err
+			}
+			ctx, cancel := context.WithTimeout(cmd.Context(), fl.timeout)
+			defer cancel()
+			nodes, err := explain.Nodes(ctx, client, explain.Options{Namespace: fl.netreadyNS})
+			if err != nil {
+				return failure{err}
+			}
+			if err := fl.write(cmd.OutOrStdout(), nodes, func(w io.Writer) { explain.WriteNodesText(w, nodes) }); err != nil {
+				return err
+			}
+			found := false
+			for _, n := range nodes {
+				for _, p := range problems(n) {
+					fmt.Fprintf(cmd.ErrOrStderr(), "%s: node %s: %s\n", cmd.CommandPath(), n.Node, p)
+					found = true
+				}
+			}
+			if found {
+				return errNotMet
+			}
+			return nil
+		},
+	}
+}
+
+// podName is the pod's name from NAME or pod/NAME.
+func podName(arg string) (string, error) {
+	kind, name, ok := strings.Cut(arg, "/")
+	switch {
+	case !ok:
+		name = arg
+	case kind != "pod" && kind != "pods" && kind != "po":
+		return "", fmt.Errorf("%q is not a pod: name one as NAME or pod/NAME", arg)
+	}
+	if name == "" {
+		return "", fmt.Errorf("%q names no pod: name one as NAME or pod/NAME", arg)
+	}
+	return name, nil
+}
+
+// check validates what pflag cannot.
+func (fl *flags) check() error {
+	switch fl.output {
+	case "", "json", "yaml":
+	default:
+		return fmt.Errorf(`-o %q: use "json" or "yaml", or leave -o out for text`, fl.output)
+	}
+	if fl.timeout <= 0 {
+		return fmt.Errorf("--timeout %s: must be more than 0", fl.timeout)
+	}
+	return nil
+}
+
+func (fl *flags) client() (kubernetes.Interface, error) {
+	cfg, err := fl.kube.ToRESTConfig()
 	if err != nil {
-		fmt.Fprintf(stderr, "kubectl netready: %v\n", err)
-		return 2
+		return nil, failure{err}
 	}
 	cfg.UserAgent = "kubectl-netready/" + buildversion.BuildVersion
 	client, err := kubernetes.NewForConfig(cfg)
 	if err != nil {
-		fmt.Fprintf(stderr, "kubectl netready: %v\n", err)
-		return 2
+		return nil, failure{err}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), *timeout)
-	defer cancel()
-	o := explain.Options{Namespace: *netreadyNS}
-	if rest[0] == "status" {
-		nodes, err := explain.Nodes(ctx, client, o)
-		if err != nil {
-			fmt.Fprintf(stderr, "kubectl netready status: %v\n", err)
-			return 2
-		}
-		if *output == "json" {
-			return writeJSON(stdout, stderr, nodes)
-		}
-		explain.WriteNodesText(stdout, nodes)
-		return 0
-	}
-	namespace, _, err := kube.ToRawKubeConfigLoader().Namespace()
-	if err != nil {
-		fmt.Fprintf(stderr, "kubectl netready: %v\n", err)
-		return 2
-	}
-	r, err := explain.Pod(ctx, client, namespace, rest[1], o)
-	if err != nil {
-		fmt.Fprintf(stderr, "kubectl netready explain: %v\n", err)
-		return 2
-	}
-	if *output == "json" {
-		if code := writeJSON(stdout, stderr, r); code != 0 {
-			return code
-		}
-	} else {
-		r.WriteText(stdout)
-	}
-	if !r.NetworkReady {
-		return 1
-	}
-	return 0
+	return client, nil
 }
 
-func writeJSON(stdout, stderr io.Writer, v any) int {
-	enc := json.NewEncoder(stdout)
-	enc.SetIndent("", "  ")
-	if err := enc.Encode(v); err != nil {
-		fmt.Fprintf(stderr, "kubectl netready: %v\n", err)
-		return 2
+// write writes v as -o asks: text, JSON or YAML (the JSON's fields).
+func (fl *flags) write(w io.Writer, v any, text func(io.Writer)) error {
+	var out []byte
+	var err error
+	switch fl.output {
+	case "":
+		text(w)
+		return nil
+	case "json":
+		out, err = json.MarshalIndent(v, "", "  ")
+		out = append(out, '\n')
+	case "yaml":
+		out, err = yaml.Marshal(v)
 	}
-	return 0
-}
-
-// asksHelp reports -h or --help among the flags (before "--").
-func asksHelp(args []string) bool {
-	for _, a := range args {
-		switch a {
-		case "--":
-			return false
-		case "-h", "--help", "-help":
-			return true
-		}
+	if err != nil {
+		return failure{err}
 	}
-	return false
+	if _, err := w.Write(out); err != nil {
+		return failure{fmt.Errorf("write the report: %w", err)}
+	}
+	return nil
 }

@@ -51,7 +51,16 @@ type Options struct {
 	// "host:<Node>".
 	Node string
 	Log  *slog.Logger
+	// StaleAfter is how long a watch may keep failing after it synced
+	// before what it holds is too old to count: 0 is staleAfter.
+	StaleAfter time.Duration
 }
+
+// staleAfter is how long a watch may keep failing before its data is
+// stale: as old as STATUS trusts the sidecar's verdict (pool.VerdictMaxAge).
+// A verdict counted from older data would be stamped fresh and trusted
+// for as long as the watch fails.
+const staleAfter = pool.VerdictMaxAge
 
 // Watcher watches Calico's IPAM objects and reads this node's labels, and
 // counts from what it holds; it lists each kind once and then only
@@ -67,18 +76,24 @@ type Watcher struct {
 	now func() time.Time
 }
 
-// watched is one informer and the last error listing or watching it.
+// watched is one informer and the last error listing or watching it,
+// with when its calls began to fail (since the last that did not).
 type watched struct {
-	what string
-	inf  cache.SharedIndexInformer
-	mu   sync.Mutex
-	err  error
+	what  string
+	inf   cache.SharedIndexInformer
+	clock func() time.Time
+	mu    sync.Mutex
+	err   error
+	since time.Time
 }
 
 func (w *watched) setErr(err error) {
 	w.mu.Lock()
+	defer w.mu.Unlock()
+	if err != nil && w.err == nil {
+		w.since = w.clock()
+	}
 	w.err = err
-	w.mu.Unlock()
 }
 
 func (w *watched) lastErr() error {
@@ -87,10 +102,21 @@ func (w *watched) lastErr() error {
 	return w.err
 }
 
+// failing is the last error and since when calls have failed; nil when
+// the last call did not.
+func (w *watched) failing() (error, time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.err, w.since
+}
+
 // New makes a Watcher; Run starts it.
 func New(o Options) *Watcher {
 	if o.Log == nil {
 		o.Log = slog.New(slog.DiscardHandler)
+	}
+	if o.StaleAfter <= 0 {
+		o.StaleAfter = staleAfter
 	}
 	w := &Watcher{opts: o, now: time.Now}
 	for _, r := range []struct {
@@ -120,7 +146,7 @@ func record[T any](w *watched, f func() (T, error)) (T, error) {
 }
 
 func (w *Watcher) crdInformer(gvr schema.GroupVersionResource, conv func(*unstructured.Unstructured) any) *watched {
-	ww := &watched{what: gvr.Resource + "." + gvr.Group}
+	ww := &watched{what: gvr.Resource + "." + gvr.Group, clock: func() time.Time { return w.now() }}
 	ri := w.opts.Dynamic.Resource(gvr)
 	lw := &cache.ListWatch{
 		ListWithContextFunc: func(ctx context.Context, o metav1.ListOptions) (runtime.Object, error) {
@@ -197,6 +223,12 @@ func (w *Watcher) Count(ctx context.Context, scope pool.Scope) pool.Count {
 				msg += ": " + err.Error()
 			}
 			return pool.Count{Unknown: msg}
+		}
+		// A watch that keeps failing after it synced holds what it had
+		// when it broke: counted for a while, then too old to count.
+		if err, since := ww.failing(); err != nil && w.now().Sub(since) >= w.opts.StaleAfter {
+			return pool.Count{Unknown: fmt.Sprintf("calico-ipam: the watch of %s has failed since %s, so what the sidecar holds of it is stale: %v",
+				ww.what, since.UTC().Format(time.RFC3339), err)}
 		}
 	}
 	if err := ctx.Err(); err != nil {

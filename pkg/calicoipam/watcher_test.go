@@ -2,9 +2,12 @@ package calicoipam
 
 import (
 	"context"
+	"errors"
 	"math/big"
 	"net/netip"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -14,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/watch"
 	dynfake "k8s.io/client-go/dynamic/fake"
 	clienttesting "k8s.io/client-go/testing"
 
@@ -170,5 +174,77 @@ func TestWatcherUnknownNode(t *testing.T) {
 	}
 	if w.Syncing() {
 		t.Error("a Node that is not there is an answer, but Syncing() = true")
+	}
+}
+
+// TestWatcherStaleAfterTheWatchFails: after the first sync, a watch that
+// keeps failing with transport errors (the API server unreachable) is
+// counted from what it holds for StaleAfter, then can't tell, naming the
+// watch and since when; once a watch succeeds again it counts again.
+func TestWatcherStaleAfterTheWatchFails(t *testing.T) {
+	dyn := fakes(
+		obj("IPPool", "p", map[string]any{"cidr": "10.0.0.0/26", "blockSize": int64(26), "nodeSelector": "zone == 'a'"}),
+		obj("IPAMConfig", "default", map[string]any{"strictAffinity": true, "autoAllocateBlocks": true}),
+		blockObj("10.0.0.0/26", "n1", 60),
+		obj("BlockAffinity", "n1-10-0-0-0-26", map[string]any{"node": "n1", "cidr": "10.0.0.0/26", "state": "confirmed", "deleted": "false"}),
+	)
+	refused := errors.New("dial tcp 127.0.0.1:6443: connect: connection refused")
+	var broken atomic.Bool
+	var first atomic.Pointer[watch.FakeWatcher]
+	dyn.PrependWatchReactor("ipamblocks", func(clienttesting.Action) (bool, watch.Interface, error) {
+		if broken.Load() {
+			return true, nil, refused
+		}
+		fw := watch.NewFake()
+		first.CompareAndSwap(nil, fw)
+		return true, fw, nil
+	})
+	dyn.PrependReactor("list", "ipamblocks", func(clienttesting.Action) (bool, runtime.Object, error) {
+		if broken.Load() {
+			return true, nil, refused
+		}
+		return false, nil, nil
+	})
+	w := New(Options{Dynamic: dyn, Node: "n1", StaleAfter: time.Minute})
+	clock := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	var mu sync.Mutex
+	w.now = func() time.Time { mu.Lock(); defer mu.Unlock(); return clock }
+	advance := func(d time.Duration) { mu.Lock(); clock = clock.Add(d); mu.Unlock() }
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	go w.Run(ctx)
+	if c := waitCount(t, w, func(c pool.Count) bool { return c.Unknown == "" }); c.Unknown != "" {
+		t.Fatalf("never synced: %+v", c)
+	}
+	// The connection breaks: the watch ends, and every call after fails.
+	broken.Store(true)
+	first.Load().Stop()
+	waitFor(t, "the watch's first failure", func() bool { err, _ := w.informers[0].failing(); return err != nil })
+	failedAt := clock
+	if c := w.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != "" {
+		t.Errorf("just after the watch broke: %+v, want the held data counted", c)
+	}
+	advance(time.Minute)
+	want := "calico-ipam: the watch of ipamblocks.crd.projectcalico.org has failed since " + failedAt.Format(time.RFC3339) +
+		", so what the sidecar holds of it is stale: " + refused.Error()
+	if c := w.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != want || c.Exhausted(1) != nil {
+		t.Errorf("a minute after the watch broke: %+v, want can't tell: %s", c, want)
+	}
+	if w.Syncing() {
+		t.Error("stale data is an answer (can't tell), but Syncing() = true")
+	}
+	broken.Store(false)
+	waitCount(t, w, func(c pool.Count) bool { return c.Unknown == "" })
+	if c := w.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != "" {
+		t.Errorf("after the watch is back: %+v, want counted", c)
+	}
+}
+
+func waitFor(t *testing.T, what string, ok func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); !ok(); time.Sleep(20 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not within 10s", what)
+		}
 	}
 }

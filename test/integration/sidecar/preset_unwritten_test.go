@@ -74,8 +74,9 @@ func TestCalicoPresetNotWriting(t *testing.T) {
 		t.Errorf("kubectl netready explain felix-0 does not repeat the node's warning:\n%s", out)
 	}
 	out, err = exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), "--kubeconfig", kc, "status").CombinedOutput()
-	if err != nil || !strings.Contains(string(out), harness.SidecarNode+": NetreadyPresetNotWriting") || !strings.Contains(string(out), want) {
-		t.Errorf("kubectl netready status: %v, want a line for %s naming %q:\n%s", err, harness.SidecarNode, want, out)
+	// Exit 1: a warning is a problem status names.
+	if exitCode(err) != 1 || !strings.Contains(string(out), harness.SidecarNode+": NetreadyPresetNotWriting") || !strings.Contains(string(out), want) {
+		t.Errorf("kubectl netready status: %v, want exit 1 and a line for %s naming %q:\n%s", err, harness.SidecarNode, want, out)
 	}
 }
 
