@@ -62,6 +62,12 @@ func run(args []string, stdout, stderr io.Writer) int {
 		_, _ = stderr.Write(parseOut.Bytes())
 		return 2
 	}
+	if fs.NArg() > 0 {
+		// Go's flags stop at the first word that is not one: "--uninstall
+		// false" is --uninstall and a stray "false", never to be ignored.
+		fmt.Fprintf(stderr, "netready-install: unexpected argument %q: it takes flags only, and a true/false flag its value as --flag=false\n", fs.Arg(0))
+		return 2
+	}
 	if *showVersion {
 		fmt.Fprintln(stdout, "netready-install "+buildversion.BuildVersion)
 		return 0
