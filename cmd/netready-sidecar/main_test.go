@@ -18,6 +18,7 @@ func TestHelp(t *testing.T) {
 		{[]string{"-h"}, 0, "-unobserved-grace", ""},
 		{[]string{"-help"}, 0, "Usage of netready-sidecar", ""},
 		{[]string{"--bogus"}, 2, "", "Usage of netready-sidecar"},
+		{[]string{"--node-name", "n", "--require-scope", "false"}, 2, "", `netready-sidecar: unexpected argument "false": it takes flags only, and a true/false flag its value as --flag=false`},
 		{[]string{"--node-name", "n", "--install-backoff-hold-max", "-1s"}, 2, "", "--install-backoff-hold-max must not be negative"},
 	} {
 		var stdout, stderr bytes.Buffer
