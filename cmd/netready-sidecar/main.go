@@ -66,13 +66,13 @@ func run(args []string, stdout, stderr io.Writer) int {
 	case err != nil:
 		usage(stderr)
 		return 2
-	}
-	if *showVersion {
 	case fs.NArg() > 0:
 		// Go's flags stop at the first word that is not one: "--require-scope
 		// false" is --require-scope and a stray "false", never to be ignored.
 		fmt.Fprintf(stderr, "netready-sidecar: unexpected argument %q: it takes flags only, and a true/false flag its value as --flag=false\n", fs.Arg(0))
 		return 2
+	}
+	if *showVersion {
 		fmt.Fprintln(stdout, "netready-sidecar "+buildversion.BuildVersion)
 		return 0
 	}
