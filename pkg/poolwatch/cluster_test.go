@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	corev1 "k8s.io/api/core/v1"
@@ -257,5 +258,84 @@ func TestSourceSeriesGoWithTheirNetwork(t *testing.T) {
 	w.judge(fsw, true)
 	if got := series(); got != [3]int{} {
 		t.Errorf("forgotten: series = %v, want none", got)
+	}
+}
+
+// releasingCluster is a fakeCluster that counts its releases.
+type releasingCluster struct {
+	*fakeCluster
+	released int
+}
+
+func (r *releasingCluster) Release() { r.released++ }
+
+// TestForgottenNetworkReleasesItsSource: once a network is forgotten, the
+// watch keeps nothing of it (its verdict, hysteresis, can't tell note,
+// hold) and releases the ClusterSource no other network counts from, so
+// that its cluster-wide watches stop; a network that needs it again gets
+// a new one.
+func TestForgottenNetworkReleasesItsSource(t *testing.T) {
+	// A stateDir under a file: no verdict can be kept, which is noted.
+	confDir, notDir := t.TempDir(), filepath.Join(t.TempDir(), "file")
+	os.WriteFile(notDir, nil, 0o644)
+	stateDir := filepath.Join(notDir, "state")
+	conf := func(name string) string {
+		return filepath.Join(confDir, "10-"+name+".conflist")
+	}
+	write := func(name string) {
+		os.WriteFile(conf(name), []byte(`{"cniVersion":"1.1.0","name":"`+name+`","plugins":[{"type":"calico","ipam":{"type":"calico-ipam"}},{"type":"netready","stateDir":"`+stateDir+`","status":{"ipam":"auto"}}]}`), 0o644)
+	}
+	write("a")
+	write("b")
+	var made []*releasingCluster
+	clusters := func(typ string) (ClusterSource, error) {
+		if len(made) == 0 || made[len(made)-1].released > 0 {
+			made = append(made, &releasingCluster{fakeCluster: &fakeCluster{typ: typ}})
+			made[len(made)-1].set(pool.Count{Unknown: "calico-ipam: the watch of ipamblocks has failed"})
+		}
+		return made[len(made)-1], nil
+	}
+	w := New(Config{ConfDir: confDir, Node: node, ForgetAfter: time.Minute, Clusters: clusters}, nil, nil,
+		slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()), health.New())
+	clock := time.Now()
+	w.now = func() time.Time { return clock }
+	untainted := false
+	w.seeded, w.applied = &untainted, &untainted
+	fsw, err := fsnotify.NewWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer fsw.Close()
+	kept := func() []int {
+		return []int{len(w.memos), len(w.unknown), len(w.verdict), len(w.held), len(w.verdictErr), len(w.short), len(w.made), len(w.clusterSince)}
+	}
+	w.judge(fsw, true)
+	if diff := cmp.Diff([]int{0, 2, 2, 2, 2, 0, 1, 1}, kept()); diff != "" {
+		t.Errorf("two networks held (memos, unknown, verdict, held, verdictErr, short, made, clusterSince) (-want +got):\n%s", diff)
+	}
+	os.Remove(conf("a"))
+	w.judge(fsw, true)
+	clock = clock.Add(2 * time.Minute)
+	w.judge(fsw, true)
+	if diff := cmp.Diff([]int{0, 1, 1, 1, 1, 0, 1, 1}, kept()); diff != "" {
+		t.Errorf("a forgotten, b counted (-want +got):\n%s", diff)
+	}
+	if made[0].released != 0 {
+		t.Errorf("the source was released while b still counts from it")
+	}
+	os.Remove(conf("b"))
+	w.judge(fsw, true)
+	clock = clock.Add(2 * time.Minute)
+	w.judge(fsw, true)
+	if diff := cmp.Diff([]int{0, 0, 0, 0, 0, 0, 0, 0}, kept()); diff != "" {
+		t.Errorf("both forgotten (-want +got):\n%s", diff)
+	}
+	if made[0].released != 1 {
+		t.Errorf("the source no network counts from was released %d times, want once", made[0].released)
+	}
+	write("c")
+	w.judge(fsw, true)
+	if len(made) != 2 || made[1].released != 0 || len(w.made) != 1 {
+		t.Errorf("a network that needs the source again: %d sources made, want a new one", len(made))
 	}
 }

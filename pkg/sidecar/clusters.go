@@ -23,8 +23,8 @@ type clusterSource interface {
 // clusterSources makes the sources of pools whose truth is in the API
 // server, each at the first count that needs it, so that a node whose
 // networks need none watches nothing for them (and needs none of their
-// RBAC). Each runs its watches until ctx, the sidecar's, ends: the pool
-// watch that asks for them runs as long.
+// RBAC). Each runs its watches until the pool watch releases it, or ctx,
+// the sidecar's, ends.
 type clusterSources struct {
 	ctx  context.Context
 	cfg  *rest.Config
@@ -62,10 +62,29 @@ func (c *clusterSources) get(typ string) (poolwatch.ClusterSource, error) {
 		return nil, fmt.Errorf("%s: %w", typ, err)
 	}
 	c.log.Info("counting a pool from the API server", "source", typ)
-	go s.Run(c.ctx)
-	c.made[typ] = s
-	return s, nil
+	ctx, cancel := context.WithCancel(c.ctx)
+	go s.Run(ctx)
+	m := &madeSource{clusterSource: s}
+	m.release = func() {
+		c.mu.Lock()
+		if c.made[typ] == m {
+			delete(c.made, typ)
+		}
+		c.mu.Unlock()
+		cancel()
+	}
+	c.made[typ] = m
+	return m, nil
 }
+
+// madeSource is a source that runs until the pool watch releases it
+// (poolwatch.Releaser), when no network counts from it any more.
+type madeSource struct {
+	clusterSource
+	release func()
+}
+
+func (m *madeSource) Release() { m.release() }
 
 // ovn reads the node's pods and its Node, which the sidecar's own RBAC
 // allows, through a client of its own: its list never queues the

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/poolwatch"
 )
 
 // TestClusterSources: a source is made at its first need, once, and runs
@@ -38,5 +39,28 @@ func TestClusterSources(t *testing.T) {
 	}
 	if _, err := c.get("dhcp"); err == nil || !strings.Contains(err.Error(), `cannot count a pool of type "dhcp"`) {
 		t.Errorf("dhcp: %v", err)
+	}
+}
+
+// TestClusterSourceRelease: a released source stops its watches and is
+// forgotten, so the next need makes a new one.
+func TestClusterSourceRelease(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	c := newClusterSources(ctx, &rest.Config{Host: "http://127.0.0.1:1"}, "n1", slog.New(slog.NewTextHandler(io.Discard, nil)))
+	a, err := c.get("calico-ipam")
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, ok := a.(poolwatch.Releaser)
+	if !ok {
+		t.Fatalf("%T is not a poolwatch.Releaser: the pool watch could never stop its watches", a)
+	}
+	r.Release()
+	if len(c.made) != 0 {
+		t.Errorf("released, still made: %v", c.made)
+	}
+	if b, _ := c.get("calico-ipam"); b == a {
+		t.Error("the released source was handed out again")
 	}
 }
