@@ -215,7 +215,9 @@ func (r *Recorder) Eventf(regarding runtime.Object, _ runtime.Object, eventtype,
 	now := time.Now()
 	note = fmt.Sprintf(note, args...)
 	if len(note) > eventNoteMax {
-		note = note[:eventNoteMax-3] + "..."
+		// Never half a character: JSON would send it as U+FFFD, three
+		// bytes, past the bound the API server enforces.
+		note = strings.ToValidUTF8(note[:eventNoteMax-3], "") + "..."
 	}
 	ev := &eventsv1.Event{
 		// As client-go names Events: <object>.<hex time>, or a UUID when
