@@ -149,6 +149,19 @@ func (h *harness) waitFor(name, what string, ok func(*corev1.PodCondition) bool)
 	return nil
 }
 
+// waitValue waits, for at most 10 s, until get returns want: a figure the
+// controller updates after what the test can see (the patched pod).
+func (h *harness) waitValue(what string, get func() float64, want float64) {
+	h.t.Helper()
+	got := get()
+	for deadline := time.Now().Add(10 * time.Second); got != want && time.Now().Before(deadline); got = get() {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got != want {
+		h.t.Errorf("%s = %v, want %v (waited 10s)", what, got, want)
+	}
+}
+
 // settle waits until no patch has been sent for a while, and returns the
 // count.
 func (h *harness) settle() int {
@@ -171,6 +184,24 @@ func (h *harness) events() []string {
 		case e := <-h.recorder.Events:
 			out = append(out, e)
 		case <-time.After(300 * time.Millisecond):
+			return out
+		}
+	}
+}
+
+// eventsWith returns the Events recorded so far once one contains want
+// (waiting up to 10 s: a worker records a pod's Event after its patch,
+// which the test may see first), after a moment for more.
+func (h *harness) eventsWith(want string) []string {
+	var out []string
+	for deadline := time.After(10 * time.Second); ; {
+		select {
+		case e := <-h.recorder.Events:
+			out = append(out, e)
+			if strings.Contains(e, want) {
+				return append(out, h.events()...)
+			}
+		case <-deadline:
 			return out
 		}
 	}
@@ -276,7 +307,7 @@ func TestNotObserved(t *testing.T) {
 			if c.Status != want {
 				t.Errorf("status = %s, want %s", c.Status, want)
 			}
-			if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "Warning NotObserved") {
+			if evs := strings.Join(h.eventsWith("Warning NotObserved"), "\n"); !strings.Contains(evs, "Warning NotObserved") {
 				t.Errorf("events %q lack a Warning NotObserved", evs)
 			}
 			if c := h.condition("starting"); c != nil {
@@ -438,7 +469,7 @@ func TestUnreadableMarkerKeepsPodNotReady(t *testing.T) {
 	}
 	failing.Store(false) // no event follows: only the retry reads it again
 	h.waitFor("two", "True once it reads as ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
-	if evs := strings.Join(h.events(), "\n"); !strings.Contains(evs, "Warning MarkerUnreadable") {
+	if evs := strings.Join(h.eventsWith("Warning MarkerUnreadable"), "\n"); !strings.Contains(evs, "Warning MarkerUnreadable") {
 		t.Errorf("events %q lack a Warning MarkerUnreadable", evs)
 	}
 }

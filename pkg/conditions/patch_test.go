@@ -59,12 +59,10 @@ func TestRefusedPatchBacksOff(t *testing.T) {
 	if len(refusals) != 2 || !strings.Contains(refusals[0], "Warning") || !strings.Contains(refusals[0], "netready-sidecar-scope") {
 		t.Errorf("events = %q, want one Warning %s per pod naming the policy", refusals, publish.ReasonPublishRefused)
 	}
-	if got := testutil.ToFloat64(h.c.metrics.RefusedPods); got != 2 {
-		t.Errorf("netready_publish_refused_pods = %v, want 2", got)
-	}
-	if got := testutil.ToFloat64(h.c.metrics.Refused.WithLabelValues("Forbidden")); got != 2 {
-		t.Errorf("netready_publish_refused_total{reason=Forbidden} = %v, want 2", got)
-	}
+	h.waitValue("netready_publish_refused_pods", func() float64 { return testutil.ToFloat64(h.c.metrics.RefusedPods) }, 2)
+	h.waitValue("netready_publish_refused_total{reason=Forbidden}", func() float64 {
+		return testutil.ToFloat64(h.c.metrics.Refused.WithLabelValues("Forbidden"))
+	}, 2)
 
 	// A new condition for web-a is another patch: sent at once, refused
 	// again without a second Event.
@@ -80,9 +78,9 @@ func TestRefusedPatchBacksOff(t *testing.T) {
 	allow.Store(true)
 	h.writeMarker(a, "podnet", "eth0", marker.StateReady, now)
 	h.waitFor("web-a", "True once allowed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
-	if got := testutil.ToFloat64(h.c.metrics.RefusedPods); got != 1 {
-		t.Errorf("netready_publish_refused_pods after web-a went through = %v, want 1", got)
-	}
+	// The worker counts the success once the API server has answered,
+	// which may be after the pod shows it.
+	h.waitValue("netready_publish_refused_pods after web-a went through", func() float64 { return testutil.ToFloat64(h.c.metrics.RefusedPods) }, 1)
 	if c := h.condition("web-b"); c != nil {
 		t.Errorf("web-b was patched during its backoff: %+v", c)
 	}
