@@ -24,7 +24,7 @@ func poolsOf(node string, c *Condition) []Pool {
 		return nil
 	}
 	pools := taint.ParsePools(c.Message)
-	if c.Status == "True" && !slices.ContainsFunc(pools, func(p taint.Pool) bool { return p.State == taint.PoolExhausted }) {
+	if c.Status == "True" && !slices.ContainsFunc(pools, func(p taint.Pool) bool { return p.State == taint.PoolExhausted || p.HeldExhausted }) {
 		// A message without marks (an older sidecar's) on a tainted
 		// node: its short pools, by their counts (without hysteresis).
 		for i, p := range pools {
