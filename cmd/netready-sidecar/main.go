@@ -21,6 +21,7 @@ import (
 
 	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/scopecheck"
 	"github.com/netready/netready/pkg/sidecar"
 )
 
@@ -48,6 +49,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.BoolVar(&o.Uninstall, "uninstall", false, "netready is being removed: take its taint and NetworkPoolExhausted condition off this node (/readyz waits for it) and watch no pool; markers still on the node are still published")
 	fs.BoolVar(&o.RequireScope, "require-scope", true, "write nothing until the admission policies that keep the sidecar to its own condition on its own node's pods refuse a dry-run write (/readyz says why it waits); false only where ValidatingAdmissionPolicy cannot run (before Kubernetes 1.30), scoped by RBAC alone")
 	fs.DurationVar(&o.ScopeRecheck, "scope-recheck", sidecar.DefaultScopeRecheck, "with --require-scope, send the scope check's dry-run probes again this often while running (and at once whenever a ConfigMap labelled netready.io/params=settings in its namespace changes); until they are all refused again every write is held and /readyz names the policies")
+	fs.DurationVar(&o.ScopeUnknownHold, "scope-unknown-hold", scopecheck.DefaultUnknownHold, "with --require-scope, while another admission policy or webhook refuses every dry-run probe of one of netready's policies first, so that whether it is in force cannot be told, hold every write this long, then write (/readyz and a Warning Event name that check); 0 writes at once")
 	fs.StringVar(&o.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the sidecar's own pod's namespace, for --require-scope (default $POD_NAMESPACE; without it, the pod its token is bound to)")
 	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "the sidecar's own pod's name, for --require-scope (default $POD_NAME; without it, the pod its token is bound to)")
 	showVersion := fs.Bool("version", false, "print the version and exit")

@@ -19,16 +19,24 @@ type Health struct {
 	mu      sync.Mutex
 	failing map[string]error
 	unready map[string]error
+	// notes are what /readyz says while it is ready: a part that works,
+	// but not as it should.
+	notes map[string]error
 }
 
 // New returns a Health with nothing failing.
-func New() *Health { return &Health{failing: map[string]error{}, unready: map[string]error{}} }
+func New() *Health {
+	return &Health{failing: map[string]error{}, unready: map[string]error{}, notes: map[string]error{}}
+}
 
 // Set records a part's state: nil when it runs.
 func (h *Health) Set(part string, err error) { h.record(h.failing, part, err) }
 
 // SetUnready records work /readyz waits for: nil when it is done.
 func (h *Health) SetUnready(part string, err error) { h.record(h.unready, part, err) }
+
+// SetNote records what /readyz says besides "ok": nil clears it.
+func (h *Health) SetNote(part string, err error) { h.record(h.notes, part, err) }
 
 func (h *Health) record(m map[string]error, part string, err error) {
 	h.mu.Lock()
@@ -54,6 +62,9 @@ func (h *Health) problems(m map[string]error) string {
 
 // UnreadyReason says what /readyz waits for, or "".
 func (h *Health) UnreadyReason() string { return h.problems(h.unready) }
+
+// Notes lists what /readyz says besides "ok", one a line, or "".
+func (h *Health) Notes() string { return h.problems(h.notes) }
 
 // ServeHTTP is /healthz's part: 503 naming every failing part.
 func (h *Health) ServeHTTP(w http.ResponseWriter, _ *http.Request) {

@@ -34,4 +34,13 @@ func TestHealth(t *testing.T) {
 	if got := h.UnreadyReason(); got != "" {
 		t.Errorf("UnreadyReason() once done = %q, want none", got)
 	}
+	// A note is said while ready, and makes nothing unready.
+	h.SetNote("scope", errors.New("cannot be told"))
+	if got, why := h.Notes(), h.UnreadyReason(); got != "scope: cannot be told" || why != "" {
+		t.Errorf("Notes() = %q, UnreadyReason() = %q, want the note alone", got, why)
+	}
+	h.SetNote("scope", nil)
+	if got := h.Notes(); got != "" {
+		t.Errorf("Notes() once cleared = %q, want none", got)
+	}
 }

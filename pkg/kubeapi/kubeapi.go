@@ -139,6 +139,16 @@ func (k *REST) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	return k.write(k.events.Post()).Namespace(ev.Namespace).Resource("events").Body(ev).Do(ctx).Error()
 }
 
+// SelfUser asks the API server who the client is (SelfSubjectReview, GA
+// in 1.28); every authenticated user may ask.
+func (k *REST) SelfUser(ctx context.Context) (authnv1.UserInfo, error) {
+	var review authnv1.SelfSubjectReview
+	if err := k.authn.Post().Resource("selfsubjectreviews").Body(&authnv1.SelfSubjectReview{}).Do(ctx).Into(&review); err != nil {
+		return authnv1.UserInfo{}, fmt.Errorf("SelfSubjectReview: %w", err)
+	}
+	return review.Status.UserInfo, nil
+}
+
 // Pod-bound ServiceAccount tokens carry the pod in these extra keys.
 const (
 	extraPodName         = "authentication.kubernetes.io/pod-name"
@@ -150,11 +160,10 @@ const (
 // ServiceAccount's username, the name from the token's pod claim. Every
 // authenticated user may ask.
 func (k *REST) SelfPod(ctx context.Context) (namespace, name string, err error) {
-	var review authnv1.SelfSubjectReview
-	if err := k.authn.Post().Resource("selfsubjectreviews").Body(&authnv1.SelfSubjectReview{}).Do(ctx).Into(&review); err != nil {
-		return "", "", fmt.Errorf("SelfSubjectReview: %w", err)
+	u, err := k.SelfUser(ctx)
+	if err != nil {
+		return "", "", err
 	}
-	u := review.Status.UserInfo
 	sa, ok := strings.CutPrefix(u.Username, serviceAccountPrefix)
 	namespace, _, _ = strings.Cut(sa, ":")
 	if pods := u.Extra[extraPodName]; ok && len(pods) == 1 {

@@ -23,18 +23,17 @@ const ParamsSelector = "netready.io/params=settings"
 // in force.
 var followUps = []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second}
 
-// Keep goes on proving the scope after Wait did: every period (with up
-// to a tenth more, so that a fleet of sidecars does not probe in step),
-// and at once and a few times more whenever changed fires. Each check's
-// outcome goes to report: nil while in force; an error, naming the
-// policies that let a probe through, when not, and then the checks back
-// off from 1 s to maxGap until it is in force again. The caller holds
-// every write while the last report was an error. Keep returns when ctx
-// ends.
-func Keep(ctx context.Context, w Writer, self Self, period, timeout, maxGap time.Duration, changed <-chan struct{}, report func(error), log *slog.Logger) {
+// Keep goes on proving the scope after Wait returned: every period (with
+// up to a tenth more, so that a fleet of sidecars does not probe in
+// step), and at once and a few times more whenever changed fires. Each
+// check's Verdict goes to Report; while one holds the writes, the checks
+// back off from 1 s to MaxGap (waking when a hold on an unknown scope
+// ends). The caller holds every write while the last Verdict says so.
+// Keep returns when ctx ends.
+func (p *Prover) Keep(ctx context.Context, self Self, period time.Duration, changed <-chan struct{}) {
 	var pending []time.Duration
 	gap := time.Second
-	inForce := true
+	writing, proved := true, !p.acting
 	next := period + rand.N(period/10+1)
 	timer := time.NewTimer(next)
 	defer timer.Stop()
@@ -49,23 +48,33 @@ func Keep(ctx context.Context, w Writer, self Self, period, timeout, maxGap time
 				pending = pending[1:]
 			}
 		}
-		err := Check(ctx, w, self, timeout)
+		err := Check(ctx, p.Writer, self, p.Timeout)
 		if ctx.Err() != nil {
 			return
 		}
-		report(err)
+		v, until := p.judge(err)
+		p.Report(v)
 		switch {
-		case err != nil:
-			if inForce {
-				log.Warn("the sidecar's scope is no longer proved: holding every write until it is", "err", err)
+		case !v.Write:
+			if writing {
+				p.Log.Warn("the sidecar's scope is no longer proved: holding every write until it is", "err", v.Err)
 			}
-			inForce = false
-			next, gap = gap, min(2*gap, maxGap)
-		case !inForce:
-			log.Info("the admission policies that scope this sidecar are in force again", "pod", self.PodNamespace+"/"+self.PodName)
-			inForce, gap = true, time.Second
-			fallthrough
+			writing = false
+			next, gap = gap, min(2*gap, p.MaxGap)
+			if !until.IsZero() {
+				next = min(next, max(until.Sub(p.now()), 0))
+			}
+		case v.Err != nil:
+			if v.Warn {
+				p.Log.Warn("writing although the sidecar's scope cannot be told, after holding every write", "held", p.UnknownHold, "err", v.Err)
+			}
+			writing, proved, gap = true, false, time.Second
+			next = period + rand.N(period/10+1)
 		default:
+			if !proved || !writing {
+				p.Log.Info("the admission policies that scope this sidecar are in force again", "pod", self.PodNamespace+"/"+self.PodName)
+			}
+			writing, proved, gap = true, true, time.Second
 			next = period + rand.N(period/10+1)
 		}
 		if len(pending) > 0 {

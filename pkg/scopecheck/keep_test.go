@@ -11,8 +11,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -24,13 +22,13 @@ type switchable struct {
 	checks  int
 }
 
-func (s *switchable) answer(policy string) error {
+func (s *switchable) answer(kind string) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.inForce {
 		return nil
 	}
-	return apierrors.NewForbidden(schema.GroupResource{}, "x", errors.New("ValidatingAdmissionPolicy '"+policy+"' denied request"))
+	return byPolicy(kind, ownPolicy(kind), "no")
 }
 
 func (s *switchable) set(inForce bool) {
@@ -43,36 +41,41 @@ func (s *switchable) PatchPodStatus(context.Context, string, string, types.Patch
 	s.mu.Lock()
 	s.checks++
 	s.mu.Unlock()
-	return s.answer("netready-sidecar-scope")
+	return s.answer(podLabel)
 }
 
 func (s *switchable) PatchNode(context.Context, string, types.PatchType, []byte, ...string) (*corev1.Node, error) {
-	return &corev1.Node{}, s.answer("netready-sidecar-node-scope")
+	return &corev1.Node{}, s.answer(nodeLabel)
 }
 
 func (s *switchable) CreateEvent(context.Context, *eventsv1.Event) error {
-	return s.answer("netready-sidecar-events")
+	return s.answer(evReason)
 }
 
-// run starts Keep and returns its reports as they come.
-func run(t *testing.T, w Writer, period time.Duration, changed chan struct{}) <-chan error {
+// run starts a Prover's Keep and returns its Verdicts as they come.
+func run(t *testing.T, w Writer, period time.Duration, changed chan struct{}) <-chan Verdict {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	reports := make(chan error, 100)
+	reports := make(chan Verdict, 100)
 	done := make(chan struct{})
+	p := &Prover{Writer: w, Timeout: time.Second, MaxGap: 50 * time.Millisecond, UnknownHold: time.Hour,
+		Report: func(v Verdict) { reports <- v }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	go func() {
 		defer close(done)
-		Keep(ctx, w, Self{Node: "n", PodNamespace: "kube-system", PodName: "me"}, period, time.Second, 50*time.Millisecond, changed, func(err error) { reports <- err }, slog.New(slog.NewTextHandler(io.Discard, nil)))
+		p.Keep(ctx, me, period, changed)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return reports
 }
 
-func next(t *testing.T, reports <-chan error, within time.Duration) error {
+func next(t *testing.T, reports <-chan Verdict, within time.Duration) error {
 	t.Helper()
 	select {
-	case err := <-reports:
-		return err
+	case v := <-reports:
+		if v.Write != (v.Err == nil) {
+			t.Errorf("Verdict %+v: writes on an error other than unknown past its hold", v)
+		}
+		return v.Err
 	case <-time.After(within):
 		t.Fatalf("no scope check within %v", within)
 		return nil

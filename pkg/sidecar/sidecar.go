@@ -51,6 +51,11 @@ type Options struct {
 	// are also sent whenever the policies' params change. Until they are
 	// all refused again, every write is held and /readyz says why.
 	ScopeRecheck time.Duration
+	// ScopeUnknownHold is how long, with RequireScope, every write is
+	// held while another admission check refuses every probe of a policy
+	// first, so that its scope cannot be told; then the sidecar writes
+	// (scopecheck.Prover says why that is safe).
+	ScopeUnknownHold time.Duration
 }
 
 // DefaultScopeRecheck bounds how long a running sidecar goes on writing
@@ -84,6 +89,9 @@ func (o *Options) Validate() error {
 	}
 	if o.Unobserved != conditions.UnobservedReady && o.Unobserved != conditions.UnobservedNotReady {
 		errs = append(errs, fmt.Errorf("--unobserved %q must be %q or %q", o.Unobserved, conditions.UnobservedReady, conditions.UnobservedNotReady))
+	}
+	if o.ScopeUnknownHold < 0 {
+		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))
 	}
 	if o.InstallBackoffHoldMax < 0 {
 		errs = append(errs, errors.New("--install-backoff-hold-max must not be negative (0 holds no pod)"))
@@ -129,30 +137,12 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}()
 	defer srv.Close()
 	if o.RequireScope {
-		// Without the flags (a DaemonSet from before them), the pod comes
-		// from the API server: its token is bound to it.
-		self := func(ctx context.Context) (scopecheck.Self, error) {
-			s := scopecheck.Self{Node: o.NodeName, PodNamespace: o.PodNamespace, PodName: o.PodName}
-			if s.PodNamespace != "" && s.PodName != "" {
-				return s, nil
-			}
-			var err error
-			s.PodNamespace, s.PodName, err = client.SelfPod(ctx)
-			return s, err
-		}
-		report := func(err error) {
-			if err == nil {
-				gate.Open()
-			} else {
-				gate.Close(err)
-			}
-			h.SetUnready("scope", err)
-		}
-		me, err := scopecheck.Wait(ctx, client.DryRun(), self, kubeapi.Timeout, 30*time.Second, report, log)
+		prover := newProver(o, client, gate, h, recorder, log)
+		me, err := prover.Wait(ctx, selfFunc(o, client))
 		if err != nil {
-			return nil // ctx ended before the scope was in force: shut down
+			return nil // ctx ended before the sidecar could write: shut down
 		}
-		if err := keepScope(ctx, o, cfg, client.DryRun(), me, report, log); err != nil {
+		if err := keepScope(ctx, o, cfg, prover, me); err != nil {
 			return err
 		}
 	}
@@ -187,7 +177,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 
 // keepScope re-runs the scope check in the background, every
 // o.ScopeRecheck and whenever the policies' params change.
-func keepScope(ctx context.Context, o Options, cfg *rest.Config, w scopecheck.Writer, me scopecheck.Self, report func(error), log *slog.Logger) error {
+func keepScope(ctx context.Context, o Options, cfg *rest.Config, prover *scopecheck.Prover, me scopecheck.Self) error {
 	meta, err := metadata.NewForConfig(cfg)
 	if err != nil {
 		return fmt.Errorf("kubernetes metadata client: %w", err)
@@ -197,8 +187,8 @@ func keepScope(ctx context.Context, o Options, cfg *rest.Config, w scopecheck.Wr
 		period = DefaultScopeRecheck
 	}
 	changed := make(chan struct{}, 1)
-	go scopecheck.WatchParams(ctx, meta, me.PodNamespace, kubeapi.Timeout, changed, log)
-	go scopecheck.Keep(ctx, w, me, period, kubeapi.Timeout, 30*time.Second, changed, report, log)
+	go scopecheck.WatchParams(ctx, meta, me.PodNamespace, kubeapi.Timeout, changed, prover.Log)
+	go prover.Keep(ctx, me, period, changed)
 	return nil
 }
 
@@ -220,6 +210,10 @@ func mux(c *conditions.Controller, metricsHandler http.Handler, h *health.Health
 			return
 		}
 		fmt.Fprintln(w, "ok")
+		// Ready, but not as it should be (writing on an unknown scope).
+		if notes := h.Notes(); notes != "" {
+			fmt.Fprintln(w, notes)
+		}
 	})
 	return m
 }

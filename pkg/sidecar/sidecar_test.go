@@ -36,6 +36,7 @@ func TestValidate(t *testing.T) {
 		{name: "everything wrong", edit: func(o *Options) {
 			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
 			o.Resync, o.Workers, o.UnobservedGrace, o.Unobserved, o.CNIConfDir = 0, 0, -time.Second, "maybe", "net.d"
+			o.ScopeUnknownHold = -time.Second
 		}, want: []string{
 			`--state-dir "run/netready" must be an absolute path`,
 			"--node-name (or $NODE_NAME) is required",
@@ -45,6 +46,7 @@ func TestValidate(t *testing.T) {
 			"--workers must be at least 1",
 			"--unobserved-grace must not be negative",
 			`--unobserved "maybe" must be "ready" or "notready"`,
+			"--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)",
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
