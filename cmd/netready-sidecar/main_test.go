@@ -14,12 +14,13 @@ func TestHelp(t *testing.T) {
 		code       int
 		out, noise string
 	}{
-		{[]string{"--help"}, 0, "-install-backoff-hold-max", ""},
+		{[]string{"--help"}, 0, "-not-in-effect-hold-max", ""},
 		{[]string{"-h"}, 0, "-unobserved-grace", ""},
 		{[]string{"-help"}, 0, "Usage of netready-sidecar", ""},
 		{[]string{"--bogus"}, 2, "", "Usage of netready-sidecar"},
 		{[]string{"--node-name", "n", "--require-scope", "false"}, 2, "", `netready-sidecar: unexpected argument "false": it takes flags only, and a true/false flag its value as --flag=false`},
-		{[]string{"--node-name", "n", "--install-backoff-hold-max", "-1s"}, 2, "", "--install-backoff-hold-max must not be negative"},
+		{[]string{"--node-name", "n", "--install-backoff-hold-max", "-1s"}, 2, "", "--not-in-effect-hold-max -1s must be from 0 (holds no pod) to 2m0s"},
+		{[]string{"--node-name", "n", "--not-in-effect-hold-max", "15m"}, 2, "", "--not-in-effect-hold-max 15m0s must be from 0 (holds no pod) to 2m0s"},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)

@@ -62,6 +62,11 @@ const (
 	UnobservedNotReady = "notready"
 )
 
+// MaxNotInEffectHold is the most NotInEffectHoldMax may be: where netready
+// is not in effect, a pod must not wait on it for much longer than it
+// would without it.
+const MaxNotInEffectHold = 2 * time.Minute
+
 // Config is what the controller is told.
 type Config struct {
 	StateDir      string // the plugin's stateDir, where markers are
@@ -77,10 +82,14 @@ type Config struct {
 	// then.
 	UnobservedGrace time.Duration
 	Unobserved      string
-	// InstallBackoffHoldMax: how long, at most, a pod with no marker whose
-	// sandbox came up while the installer backs off is held not ready
-	// (judge); 0 holds none.
-	InstallBackoffHoldMax time.Duration
+	// NotInEffectHoldMax bounds how long a gated pod is held where
+	// netready is not in effect (judge): one with no marker whose sandbox
+	// came up while the installer backs off is held not ready this long
+	// after its sandbox came up, and one whose pending markers wait only
+	// on presets whose agent never wrote on this node this long after its
+	// ADD began; then both are judged as Unobserved says. 0 holds none.
+	// At most MaxNotInEffectHold.
+	NotInEffectHoldMax time.Duration
 }
 
 // rechecker goes on with a pending marker's checks; pending.Recheck in
@@ -120,6 +129,8 @@ type Controller struct {
 	nodeNotes *standings
 	// presetNotes: network -> why its preset's agent writes nothing.
 	presetNotes *standings
+	// worked: networks netready has worked for on this node.
+	worked *workedNetworks
 
 	// The main loop alone uses these. journals follow each network's
 	// outcome journal.
@@ -140,7 +151,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		now:     time.Now, retryEvery: unreadableRetry, started: time.Now(),
 		index: newMarkerIndex(), rechecks: newRechecks(m), ledger: newLedger(m),
 		logs: &noteLog{last: map[string]string{}}, gated: &gatedPods{metrics: m, uids: map[types.UID]bool{}},
-		nodeNotes: newStandings(), presetNotes: newStandings(),
+		nodeNotes: newStandings(), presetNotes: newStandings(), worked: newWorkedNetworks(),
 		journals: map[string]*outcome.Reader{},
 	}
 }

@@ -19,6 +19,10 @@ type podView struct {
 	// Strays are unreadable markers that name no known pod: any new
 	// pod's, maybe.
 	Strays []publish.Unreadable
+	// NeverWrote holds, for those of Markers whose fresh checks say that
+	// their preset's agent is not set up to write on a network that never
+	// worked on this node, why.
+	NeverWrote map[*marker.Marker]string
 }
 
 // judgeOptions are the controller's options that the judgement reads.
@@ -32,7 +36,10 @@ type judgeOptions struct {
 	// netready: with no marker, it is held not ready for at most HoldMax
 	// after its sandbox came up, then judged as any unobserved pod.
 	Backoffs []backoff
-	HoldMax  time.Duration
+	// HoldMax also bounds how long a pod whose pending markers all wait on
+	// a preset that never wrote on this node (podView.NeverWrote) is held
+	// after its ADD began: then it, too, is judged as an unobserved pod.
+	HoldMax time.Duration
 }
 
 // backoff is the installer's note that it stopped putting the entry back.
@@ -85,7 +92,7 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		return judgement{Cond: publish.WithUnreadable(base, v.Unreadable, o.CondType), Publish: true}
 	}
 	if len(current) > 0 {
-		return judgement{Cond: publish.ForMarkers(current, o.CondType, o.PendingTimeout, now), Publish: true}
+		return notInEffect(current, v.NeverWrote, o, cur, staleNames, now)
 	}
 	var after time.Duration
 	if since, up := sandboxUp(pod); up {
@@ -110,6 +117,46 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		return judgement{Cond: publish.SandboxChanged(o.CondType, publish.ParseSandbox(cur.Message), staleNames), Publish: true, After: after}
 	}
 	return judgement{After: after}
+}
+
+// notInEffect is the judgement of a pod from its current markers. Where
+// netready is not in effect, because every pending one waits on a preset
+// whose agent never wrote on this node (neverWrote), nothing will ever
+// tell: HoldMax after the last of their ADDs began, the pod is judged as
+// one netready did not see, as --unobserved says. A pod judged so keeps
+// it while the same sandbox's markers stay pending, also once the agent
+// writes: a True that has served is not taken back on a guess, and the
+// markers turning ready say the rest.
+func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string, o judgeOptions, cur *corev1.PodCondition, staleNames []string, now time.Time) judgement {
+	cond := publish.ForMarkers(current, o.CondType, o.PendingTimeout, now)
+	if cond.Status == corev1.ConditionTrue {
+		return judgement{Cond: cond, Publish: true}
+	}
+	if publish.IsNotInEffect(cur) && publish.ParseSandbox(cur.Message) == publish.ParseSandbox(cond.Message) {
+		return judgement{Cond: corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, Publish: true}
+	}
+	var networks []string
+	var due time.Time
+	for _, m := range current {
+		if m.State != marker.StatePending {
+			continue
+		}
+		if neverWrote[m] == "" {
+			// A check that can tell: it decides.
+			return judgement{Cond: cond, Publish: true}
+		}
+		if !slices.Contains(networks, m.Network) {
+			networks = append(networks, m.Network)
+		}
+		if t := m.CreatedAt.Add(o.HoldMax); t.After(due) {
+			due = t
+		}
+	}
+	if left := due.Sub(now); left > 0 {
+		return judgement{Cond: cond, Publish: true, After: left}
+	}
+	slices.Sort(networks)
+	return judgement{Cond: publish.LeftBehind(publish.NotInEffect(current, o.CondType, o.PendingTimeout, now, o.UnobservedReady, networks, o.HoldMax), staleNames), Publish: true}
 }
 
 // heldBy returns the installer's backoff that holds a pod with no marker

@@ -2,6 +2,7 @@ package conditions
 
 import (
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -217,5 +218,93 @@ func TestJudgeNewSandboxWithTheOldIP(t *testing.T) {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestJudgeNotInEffect: a pod whose every pending marker waits on a preset
+// whose agent never wrote on this node is judged as an unobserved pod
+// HoldMax after its ADD began, as --unobserved says, and keeps that while
+// its sandbox's markers stay pending; a pending check that can tell
+// decides, and a ready pod is Programmed.
+func TestJudgeNotInEffect(t *testing.T) {
+	now := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, UnobservedReady: true, HoldMax: time.Minute}
+	const why = "calico preset: /var/run/calico/endpoint-status does not exist; set endpointStatusPathPrefix in FelixConfiguration (to /var/run/calico)"
+	mk := func(network, ifName, state string, created time.Time) *marker.Marker {
+		m := &marker.Marker{Network: network, ContainerID: "aaaaaaaaaaaa-sandbox", IfName: ifName, IPs: []string{"10.1.0.5/24"}, State: state,
+			CreatedAt: marker.Time{Time: created}, WaitedMs: 5}
+		if state == marker.StatePending {
+			m.Checks = []marker.CheckResult{{Kind: "file", Target: "/var/run/calico/endpoint-status/k8s default%2Fweb eth0", Why: why}}
+		}
+		return m
+	}
+	silent := mk("k8s-pod-network", "eth0", marker.StatePending, now.Add(-61*time.Second))
+	young := mk("k8s-pod-network", "eth0", marker.StatePending, now.Add(-20*time.Second))
+	telling := mk("storagenet", "net1", marker.StatePending, now.Add(-61*time.Second))
+	telling.Checks = []marker.CheckResult{{Kind: "nftables", Target: "set inet/agent/pods4 has 10.1.0.5", Why: "IP not in the set yet"}}
+	ready := mk("storagenet", "net1", marker.StateReady, now.Add(-61*time.Second))
+	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds}}
+	}
+	released := func(ms []*marker.Marker, ready bool) corev1.PodCondition {
+		return publish.NotInEffect(ms, "T", 10*time.Minute, now, ready, []string{"k8s-pod-network"}, time.Minute)
+	}
+	pending := func(ms ...*marker.Marker) corev1.PodCondition {
+		return publish.ForMarkers(ms, "T", 10*time.Minute, now)
+	}
+	tests := []struct {
+		name       string
+		pod        *corev1.Pod
+		markers    []*marker.Marker
+		neverWrote []*marker.Marker
+		edit       func(*judgeOptions)
+		want       judgement
+	}{
+		{"within the bound: pending, judged again at its end", pod(), []*marker.Marker{young}, []*marker.Marker{young}, nil,
+			judgement{Cond: pending(young), Publish: true, After: 40 * time.Second}},
+		{"past the bound: judged as not observed, --unobserved=ready", pod(), []*marker.Marker{silent}, []*marker.Marker{silent}, nil,
+			judgement{Cond: released([]*marker.Marker{silent}, true), Publish: true}},
+		{"past the bound, --unobserved=notready: False", pod(), []*marker.Marker{silent}, []*marker.Marker{silent},
+			func(o *judgeOptions) { o.UnobservedReady = false },
+			judgement{Cond: released([]*marker.Marker{silent}, false), Publish: true}},
+		{"no hold: at once", pod(), []*marker.Marker{young}, []*marker.Marker{young}, func(o *judgeOptions) { o.HoldMax = 0 },
+			judgement{Cond: publish.NotInEffect([]*marker.Marker{young}, "T", 10*time.Minute, now, true, []string{"k8s-pod-network"}, 0), Publish: true}},
+		{"the preset worked on this node (no fresh never-wrote): pending for good", pod(), []*marker.Marker{silent}, nil, nil,
+			judgement{Cond: pending(silent), Publish: true}},
+		{"another network's pending check can tell: it decides", pod(), []*marker.Marker{silent, telling}, []*marker.Marker{silent}, nil,
+			judgement{Cond: pending(silent, telling), Publish: true}},
+		{"another network ready: judged as not observed", pod(), []*marker.Marker{silent, ready}, []*marker.Marker{silent}, nil,
+			judgement{Cond: released([]*marker.Marker{silent, ready}, true), Publish: true}},
+		{"judged so, and the agent writes now: kept while pending", pod(released([]*marker.Marker{silent}, true)), []*marker.Marker{silent}, nil, nil,
+			judgement{Cond: released([]*marker.Marker{silent}, true), Publish: true}},
+		{"judged so, and the marker turns ready: programmed", pod(released([]*marker.Marker{silent}, true)),
+			[]*marker.Marker{mk("k8s-pod-network", "eth0", marker.StateReady, now.Add(-61*time.Second))}, nil, nil,
+			judgement{Cond: pending(mk("k8s-pod-network", "eth0", marker.StateReady, now.Add(-61*time.Second))), Publish: true}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			o := o
+			if tt.edit != nil {
+				tt.edit(&o)
+			}
+			v := podView{Markers: tt.markers, NeverWrote: map[*marker.Marker]string{}}
+			for _, m := range tt.neverWrote {
+				v.NeverWrote[m] = why
+			}
+			got := judge(tt.pod, v, o, now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("judge (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// What the pod and its Event say.
+	c := released([]*marker.Marker{silent}, true)
+	for _, want := range []string{"sandbox aaaaaaaaaaaa; netready is not in effect on this node for network k8s-pod-network", "--not-in-effect-hold-max", "--unobserved=ready", "endpointStatusPathPrefix"} {
+		if !strings.Contains(c.Message, want) {
+			t.Errorf("message %q lacks %q", c.Message, want)
+		}
+	}
+	if ev, ok := publish.EventFor(&corev1.PodCondition{Reason: publish.ReasonNotProgrammed}, c); !ok || ev.Type != corev1.EventTypeWarning || ev.Reason != publish.ReasonNotObserved || !strings.Contains(ev.Note, "endpointStatusPathPrefix") {
+		t.Errorf("Event for the change = %+v, %v; want a Warning NotObserved naming the cause", ev, ok)
 	}
 }

@@ -46,6 +46,7 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 		listed[dir] = true
 		c.readJournal(dir)
 		c.readNotes(dir)
+		c.readWorked(dir)
 		for _, f := range files {
 			if isMarker(f.Name()) {
 				path := filepath.Join(dir, f.Name())
@@ -114,6 +115,7 @@ func (c *Controller) onMarker(path string) {
 		defer c.queueUnjudged()
 	}
 	c.countADD(path, m)
+	c.noteWorked(path, m)
 	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
 		c.note(path, "marker names no Kubernetes pod; nothing to publish")
 		return
@@ -126,8 +128,9 @@ func (c *Controller) onMarker(path string) {
 // podMarkers reads the pod's markers, starting re-checks for the pending
 // ones and showing their latest progress. Markers that exist but cannot be
 // read come back apart, and are retried.
-func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, string) {
+func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, map[*marker.Marker]string, string) {
 	var out []*marker.Marker
+	neverWrote := map[*marker.Marker]string{}
 	var bad []publish.Unreadable
 	var basis strings.Builder
 	for _, path := range c.index.paths(pod.UID) {
@@ -144,18 +147,23 @@ func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Un
 		fmt.Fprintf(&basis, "%s %s %d\n", path, m.State, m.CreatedAt.UnixNano())
 		c.index.readable(path)
 		c.observeWait(path, m)
+		// The ADD's own checks are fresh if it ran while this sidecar did.
+		fresh := m.CreatedAt.After(c.started)
 		if m.State == marker.StatePending {
 			c.startCheck(path, m)
 			if p := c.rechecks.latest(path, m.CreatedAt.Time); p != nil {
-				m = p
+				m, fresh = p, true
 			}
 		} else {
 			c.rechecks.stop(path)
 		}
 		c.notePresets(m)
+		if why := c.neverWrote(m, fresh); why != "" {
+			neverWrote[m] = why
+		}
 		out = append(out, m)
 	}
-	return out, bad, basis.String()
+	return out, bad, neverWrote, basis.String()
 }
 
 // noteRecreated logs, once, markers that name this pod's name but an older

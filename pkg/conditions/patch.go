@@ -83,8 +83,8 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	case c.recorder == nil:
 	case j.Released != "":
 		c.recorder.Eventf(pod, nil, corev1.EventTypeWarning, publish.ReasonNotObserved, "PublishCondition",
-			"held not ready for %s (--install-backoff-hold-max) with no netready marker, as netready's installer backs off: %s. No longer held: %s",
-			c.opts.InstallBackoffHoldMax, j.Released, want.Message)
+			"held not ready for %s (--not-in-effect-hold-max) with no netready marker, as netready's installer backs off: %s. No longer held: %s",
+			c.opts.NotInEffectHoldMax, j.Released, want.Message)
 	case ok:
 		c.recorder.Eventf(pod, nil, ev.Type, ev.Reason, "PublishCondition", "%s", ev.Note)
 	}
@@ -167,12 +167,12 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, string) {
 	var v podView
 	var basis string
 	if !pod.Spec.HostNetwork {
-		v.Markers, v.Unreadable, basis = c.podMarkers(pod)
+		v.Markers, v.Unreadable, v.NeverWrote, basis = c.podMarkers(pod)
 		v.Strays = c.index.strays()
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
-		Backoffs: c.installBackoffs(), HoldMax: c.opts.InstallBackoffHoldMax}, c.now())
+		Backoffs: c.installBackoffs(), HoldMax: c.opts.NotInEffectHoldMax}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}

@@ -1,6 +1,7 @@
 package conditions
 
 import (
+	"fmt"
 	"strings"
 
 	"github.com/netready/netready/pkg/marker"
@@ -22,14 +23,7 @@ var presetPrefixes = []string{"calico preset: "}
 // netready_preset_not_writing{network} 1. A ready marker of the network
 // clears it.
 func (c *Controller) notePresets(m *marker.Marker) {
-	why := ""
-	for _, ch := range m.Checks {
-		for _, p := range presetPrefixes {
-			if !ch.Ready && strings.HasPrefix(ch.Why, p) {
-				why = ch.Why
-			}
-		}
-	}
+	why := presetNotWriting(m)
 	now := c.now()
 	changed := c.presetNotes.update(m.Network, func(old standing) (*standing, bool) {
 		switch {
@@ -50,5 +44,25 @@ func (c *Controller) notePresets(m *marker.Marker) {
 	}
 	c.metrics.PresetNotWriting.WithLabelValues(m.Network).Set(1)
 	c.log.Warn("a preset's agent is not set up to write what netready waits for: every pod of the network waits its whole timeout", "network", m.Network, "why", why)
-	c.nodeWarning(ReasonPresetNotWriting, "Check", "network %s: %s. Until then every ADD of the network waits its whole timeout", m.Network, why)
+	then := ""
+	if !c.worked.has(m.Network) {
+		// As judge gives up on them.
+		then = fmt.Sprintf(", and, as it never wrote on this node, its gated pods are judged as pods netready did not see (--unobserved=%s) %s after their ADD began (--not-in-effect-hold-max)",
+			c.opts.Unobserved, c.opts.NotInEffectHoldMax)
+	}
+	c.nodeWarning(ReasonPresetNotWriting, "Check", "network %s: %s. Until then every ADD of the network waits its whole timeout%s", m.Network, why, then)
+}
+
+// presetNotWriting returns why m's checks say its preset's agent is not
+// set up to write what it waits for, or "".
+func presetNotWriting(m *marker.Marker) string {
+	why := ""
+	for _, ch := range m.Checks {
+		for _, p := range presetPrefixes {
+			if !ch.Ready && strings.HasPrefix(ch.Why, p) {
+				why = ch.Why
+			}
+		}
+	}
+	return why
 }

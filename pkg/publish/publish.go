@@ -216,10 +216,52 @@ func NotObserved(condType string, ready bool, grace time.Duration) corev1.PodCon
 // NotObservedHeld is the condition of a pod netready did not see while
 // netready's installer is backing off from an agent that keeps removing
 // its entry (why): the pod may have started without netready, so it is
-// kept not ready whatever --unobserved says.
+// kept not ready whatever --unobserved says, for a bounded time
+// (--not-in-effect-hold-max).
 func NotObservedHeld(condType, why string) corev1.PodCondition {
 	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionFalse, Reason: ReasonNotObserved,
 		Message: truncate("no netready marker, and netready may not have been in the chain when the pod started: " + why)}
+}
+
+// notInEffectLead starts the verdict of NotInEffect, which IsNotInEffect
+// reads back.
+const notInEffectLead = "netready is not in effect on this node for network "
+
+// NotInEffect is the condition of a pod whose every pending attachment
+// waits on a preset whose agent has never written on this node (networks
+// name them): netready cannot tell there, so once hold has passed since
+// its ADD began the pod is judged as one netready did not see, as ready
+// says (--unobserved). The verdict comes right after the sandbox, so that
+// truncation keeps it; the attachments follow as ForMarkers names them.
+func NotInEffect(ms []*marker.Marker, condType string, patience time.Duration, now time.Time, ready bool, networks []string, hold time.Duration) corev1.PodCondition {
+	base := ForMarkers(ms, condType, patience, now)
+	c := corev1.PodCondition{Type: base.Type, Status: corev1.ConditionTrue, Reason: ReasonNotObserved}
+	verdict := fmt.Sprintf("%s%s: its preset's agent has never written here, so the pod is judged as one netready did not see, %s after its ADD began (--not-in-effect-hold-max)",
+		notInEffectLead, strings.Join(networks, ", "), hold)
+	if ready {
+		verdict += "; not gating it (--unobserved=ready)"
+	} else {
+		c.Status = corev1.ConditionFalse
+		verdict += "; keeping it not ready (--unobserved=notready)"
+	}
+	head, rest := "", base.Message
+	if id := ParseSandbox(base.Message); id != "" {
+		head, rest = "sandbox "+id+"; ", strings.TrimPrefix(base.Message, "sandbox "+id+"; ")
+	}
+	c.Message = truncate(head + verdict + "; " + rest)
+	return c
+}
+
+// IsNotInEffect reports whether c is a NotInEffect condition.
+func IsNotInEffect(c *corev1.PodCondition) bool {
+	if c == nil || c.Reason != ReasonNotObserved {
+		return false
+	}
+	rest := c.Message
+	if id := ParseSandbox(rest); id != "" {
+		rest = strings.TrimPrefix(rest, "sandbox "+id+"; ")
+	}
+	return strings.HasPrefix(rest, notInEffectLead)
 }
 
 func truncate(s string) string {

@@ -140,3 +140,29 @@ func TestNotObservedModes(t *testing.T) {
 		t.Errorf("notready mode = %+v", c)
 	}
 }
+
+// TestNotInEffect: the verdict comes right after the sandbox, so that a
+// long message cut at its bound keeps it; IsNotInEffect reads it back,
+// and the attachments are still read as ForMarkers names them.
+func TestNotInEffect(t *testing.T) {
+	m := mk("k8s-pod-network", "eth0", marker.StatePending)
+	m.ContainerID = "0123456789abcdef"
+	m.Checks[1].Why = "calico preset: /var/run/calico/endpoint-status does not exist; " + strings.Repeat("x", 2000)
+	c := NotInEffect([]*marker.Marker{m}, "T", time.Hour, t0, false, []string{"k8s-pod-network"}, time.Minute)
+	if c.Status != corev1.ConditionFalse || c.Reason != ReasonNotObserved || len(c.Message) > maxMessage ||
+		!strings.HasPrefix(c.Message, "sandbox 0123456789ab; netready is not in effect on this node for network k8s-pod-network: ") ||
+		!strings.Contains(c.Message, "1m0s after its ADD began (--not-in-effect-hold-max); keeping it not ready (--unobserved=notready); network k8s-pod-network (eth0): waiting for:") {
+		t.Errorf("condition = %+v", c)
+	}
+	if !IsNotInEffect(&c) || ParseSandbox(c.Message) != "0123456789ab" {
+		t.Errorf("IsNotInEffect = %v, ParseSandbox = %q; want true, 0123456789ab", IsNotInEffect(&c), ParseSandbox(c.Message))
+	}
+	if got := ParseMessage(c.Message); len(got) != 1 || got[0].Network != "k8s-pod-network" || got[0].Programmed {
+		t.Errorf("ParseMessage = %+v, want the one pending attachment", got)
+	}
+	for _, other := range []corev1.PodCondition{NotObserved("T", true, time.Second), ForMarkers([]*marker.Marker{m}, "T", time.Hour, t0)} {
+		if IsNotInEffect(&other) {
+			t.Errorf("IsNotInEffect(%+v) = true", other)
+		}
+	}
+}

@@ -93,8 +93,8 @@ func (o *Options) Validate() error {
 	if o.ScopeUnknownHold < 0 {
 		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))
 	}
-	if o.InstallBackoffHoldMax < 0 {
-		errs = append(errs, errors.New("--install-backoff-hold-max must not be negative (0 holds no pod)"))
+	if o.NotInEffectHoldMax < 0 || o.NotInEffectHoldMax > conditions.MaxNotInEffectHold {
+		errs = append(errs, fmt.Errorf("--not-in-effect-hold-max %s must be from 0 (holds no pod) to %s: where netready is not in effect, a pod must not wait on it for longer", o.NotInEffectHoldMax, conditions.MaxNotInEffectHold))
 	}
 	return errors.Join(errs...)
 }
