@@ -13,6 +13,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,7 +62,9 @@ func Check(ctx context.Context, w Writer, self Self, timeout time.Duration) erro
 			case answerRBAC:
 				continue
 			case answerOther:
-				others = append(others, fmt.Sprintf("%s: %s", p.what, who))
+				if !slices.Contains(others, who) {
+					others = append(others, who)
+				}
 				continue
 			default:
 				if failed == nil {
@@ -117,7 +120,11 @@ func refusal(err error, p probe, policy, user string) (who string, how answer) {
 		if strings.Contains(name, policy) {
 			return "", answerPolicy
 		}
-		return "ValidatingAdmissionPolicy '" + name + "' (" + msg + ")", answerOther
+		who = "ValidatingAdmissionPolicy '" + name + "'"
+		if _, denial, ok := strings.Cut(rest, " denied request: "); ok {
+			who += ": " + denial
+		}
+		return who, answerOther
 	}
 	// Webhooks: a refusal, one that does not support dry run, or one that
 	// could not be called. The API server runs them after the policies,
