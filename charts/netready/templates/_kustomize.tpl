@@ -2,9 +2,10 @@
 The chart renders deploy/ itself: files/deploy is a link to deploy/, and
 these templates apply its kustomization.yaml and the components the values
 select the way `kubectl kustomize` does, for the constructs deploy/ uses
-(resources, configMapGenerator, strategic-merge patches, $patch: delete,
-images; configurations: only tell kustomize how a namePrefix or namespace:
-moves references, and the chart renames nothing). Anything else fails the
+(resources, configMapGenerator, components, strategic-merge patches,
+$patch: delete, images, inline replacements; configurations: only tell
+kustomize how a namePrefix or namespace: moves references, and the chart
+renames nothing). Anything else fails the
 render, naming the file, so that deploy/ and the chart cannot drift apart
 unnoticed. TestHelmChartRendersEachQuickStartRowAsItsKustomization
 compares both renders object by object.
@@ -98,7 +99,7 @@ list is replaced.
 {{- if not $k -}}{{- fail (printf "netready chart: %s is missing or empty" $path) -}}{{- end -}}
 {{- if hasKey $k "Error" -}}{{- fail (printf "netready chart: %s: %s" $path $k.Error) -}}{{- end -}}
 {{- range $key, $_ := $k -}}
-{{- if not (has $key (list "apiVersion" "kind" "resources" "configMapGenerator" "patches" "images" "configurations")) -}}
+{{- if not (has $key (list "apiVersion" "kind" "resources" "configMapGenerator" "components" "patches" "images" "replacements" "configurations")) -}}
 {{- fail (printf "netready chart: %s uses %s, which the chart does not apply; teach templates/_kustomize.tpl" $path $key) -}}
 {{- end -}}
 {{- end -}}
@@ -156,6 +157,10 @@ list is replaced.
 {{- fail (printf "netready chart: %s: configMapGenerator %s behavior %s; teach templates/_kustomize.tpl" $path $g.name $g.behavior) -}}
 {{- end -}}
 {{- end -}}
+{{- /* As kustomize: a kustomization's components after its generators, before its own transformers. */ -}}
+{{- range $k.components -}}
+{{- $_ := include "netready.apply" (dict "state" $s "dir" (printf "%s/%s" $dir .) "Files" $F) -}}
+{{- end -}}
 {{- range $k.patches -}}
 {{- if .target -}}
 {{- $_ := include "netready.targeted" (dict "state" $s "patch" . "dir" $dir "path" $path "Files" $F) -}}
@@ -183,6 +188,92 @@ list is replaced.
 {{- end -}}
 {{- range $k.images -}}
 {{- $_ := include "netready.image" (dict "state" $s "image" .) -}}
+{{- end -}}
+{{- /* Replacements are kustomize's last transformer. */ -}}
+{{- range $k.replacements -}}
+{{- $_ := include "netready.replace" (dict "state" $s "r" . "path" $path) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+netready.replace: one inline replacement .r on .state, as kustomize's: the
+value at the source's fieldPath (map keys) written at each target's
+fieldPaths (map keys and [key=value] list items), or, with
+options.delimiter, into that part of the string there. A target that
+selects no object is no error; a field path that finds no field is.
+*/ -}}
+{{- define "netready.replace" -}}
+{{- $s := .state -}}{{- $r := .r -}}{{- $path := .path -}}
+{{- range $key, $_ := $r -}}
+{{- if not (has $key (list "source" "targets")) -}}
+{{- fail (printf "netready chart: %s: a replacement with %s; teach templates/_kustomize.tpl" $path $key) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := $r.source -}}
+{{- if not (has $key (list "kind" "name" "fieldPath")) -}}
+{{- fail (printf "netready chart: %s: a replacement source by %s; teach templates/_kustomize.tpl" $path $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $value := (include "netready.find" (dict "state" $s "ref" (dict "kind" $r.source.kind "metadata" (dict "name" $r.source.name))) | fromJson).v -}}
+{{- range splitList "." $r.source.fieldPath -}}
+{{- if not (and (kindIs "map" $value) (hasKey $value .)) -}}
+{{- fail (printf "netready chart: %s: the replacement source %s %s has no %s" $path $r.source.kind $r.source.name $r.source.fieldPath) -}}
+{{- end -}}
+{{- $value = get $value . -}}
+{{- end -}}
+{{- range $t := $r.targets -}}
+{{- range $key, $_ := $t -}}
+{{- if not (has $key (list "select" "fieldPaths" "options")) -}}
+{{- fail (printf "netready chart: %s: a replacement target with %s; teach templates/_kustomize.tpl" $path $key) -}}
+{{- end -}}
+{{- end -}}
+{{- range $key, $_ := $t.select -}}
+{{- if not (has $key (list "group" "kind" "name")) -}}
+{{- fail (printf "netready chart: %s: a replacement target selected by %s; teach templates/_kustomize.tpl" $path $key) -}}
+{{- end -}}
+{{- end -}}
+{{- $opts := $t.options | default dict -}}
+{{- range $key, $_ := $opts -}}
+{{- if not (has $key (list "delimiter" "index")) -}}
+{{- fail (printf "netready chart: %s: the replacement option %s; teach templates/_kustomize.tpl" $path $key) -}}
+{{- end -}}
+{{- end -}}
+{{- range $o := $s.objects -}}
+{{- $group := regexReplaceAll "/?[^/]*$" $o.apiVersion "" -}}
+{{- if and (eq $o.kind $t.select.kind) (eq $o.metadata.name $t.select.name) (or (not (hasKey $t.select "group")) (eq $group $t.select.group)) -}}
+{{- range $fp := $t.fieldPaths -}}
+{{- $segs := splitList "." $fp -}}
+{{- $node := $o -}}
+{{- range initial $segs -}}
+{{- $seg := . -}}
+{{- if hasPrefix "[" $seg -}}
+{{- $kv := splitn "=" 2 (trimSuffix "]" (trimPrefix "[" $seg)) -}}
+{{- $found := "" -}}
+{{- if kindIs "slice" $node -}}
+{{- range $node -}}
+{{- if and (kindIs "map" .) (eq (toString (get . $kv._0)) $kv._1) -}}{{- $found = . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- if not $found -}}{{- fail (printf "netready chart: %s: %s %s has no %s" $path $o.kind $o.metadata.name $fp) -}}{{- end -}}
+{{- $node = $found -}}
+{{- else -}}
+{{- if not (and (kindIs "map" $node) (hasKey $node $seg)) -}}{{- fail (printf "netready chart: %s: %s %s has no %s" $path $o.kind $o.metadata.name $fp) -}}{{- end -}}
+{{- $node = get $node $seg -}}
+{{- end -}}
+{{- end -}}
+{{- $leaf := last $segs -}}
+{{- if not (and (kindIs "map" $node) (hasKey $node $leaf)) -}}{{- fail (printf "netready chart: %s: %s %s has no %s" $path $o.kind $o.metadata.name $fp) -}}{{- end -}}
+{{- $new := $value -}}
+{{- if $opts.delimiter -}}
+{{- $parts := splitList $opts.delimiter (toString (get $node $leaf)) -}}
+{{- $i := int ($opts.index | default 0) -}}
+{{- if ge $i (len $parts) -}}{{- fail (printf "netready chart: %s: %s of %s %s has no part %d" $path $fp $o.kind $o.metadata.name $i) -}}{{- end -}}
+{{- $new = join $opts.delimiter (concat (slice $parts 0 $i) (list $value) (slice $parts (add1 $i))) -}}
+{{- end -}}
+{{- $_ := set $node $leaf $new -}}
+{{- end -}}
+{{- end -}}
+{{- end -}}
 {{- end -}}
 {{- end -}}
 

@@ -47,11 +47,13 @@ left out, and the image.
 */ -}}
 {{- define "netready.values" -}}
 {{- $s := .state -}}{{- $V := .Values -}}
+{{- /* As the README's overlay: the type merged into netready-settings, then components/condition-type writes it where it is used. */ -}}
 {{- range $s.objects -}}
-{{- if and (eq .kind "ConfigMap") (eq (dig "metadata" "labels" "netready.io/params" "" .) "settings") -}}
+{{- if and (eq .kind "ConfigMap") (eq .metadata.name "netready-settings") -}}
 {{- $_ := set .data "conditionType" $V.conditionType -}}
 {{- end -}}
 {{- end -}}
+{{- $_ := include "netready.apply" (dict "state" $s "dir" "files/deploy/components/condition-type" "Files" .Files) -}}
 {{- range $s.objects -}}
 {{- if and (eq .kind "ConfigMap") (eq .metadata.name "netready-entry") -}}
 {{- $entry := dict -}}

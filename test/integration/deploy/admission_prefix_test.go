@@ -25,8 +25,9 @@ import (
 // namespace, on the real kube-apiserver. Every scope policy must still
 // refuse the renamed sidecar's writes outside its lane, the gate must
 // still be injected, and the real sidecar binary, run as its pod with
-// --require-scope, must start. Without its params it must write nothing
-// and say which policies let its dry-run probes through.
+// --require-scope, must start. Without the binding that names it to the
+// policies it must write nothing and say which policies let its dry-run
+// probes through.
 func TestDeployNamePrefix(t *testing.T) {
 	const ns, sa = "netready-system", "acme-netready-sidecar-x"
 	a := harness.StartAPIServer(t)
@@ -130,15 +131,15 @@ func TestDeployNamePrefix(t *testing.T) {
 		}
 	})
 
-	t.Run("without its params the sidecar writes nothing and names the policies", func(t *testing.T) {
-		if err := a.Admin.CoreV1().ConfigMaps(ns).Delete(ctx, "acme-netready-settings-x", metav1.DeleteOptions{}); err != nil {
+	t.Run("without its identity the sidecar writes nothing and names the policies", func(t *testing.T) {
+		// The policies pick the sidecar out by the permission this
+		// binding grants: without it they match nothing, RBAC alone.
+		if err := a.Admin.RbacV1().ClusterRoleBindings().Delete(ctx, "acme-netready-sidecar-identity-x", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		// Wait until the policies let the label change through, as they
-		// do without params (parameterNotFoundAction Allow).
 		for start := time.Now(); patch(mine, label) != nil; time.Sleep(200 * time.Millisecond) {
 			if time.Since(start) > 30*time.Second {
-				t.Fatal("the scope policy still refuses 30 s after its params were deleted")
+				t.Fatal("the scope policy still refuses 30 s after the identity binding was deleted")
 			}
 		}
 		listen, logs, stop := harness.RunSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
@@ -146,16 +147,16 @@ func TestDeployNamePrefix(t *testing.T) {
 		why := harness.SidecarReadyz(listen, 5*time.Second, http.StatusOK)
 		for _, want := range []string{"not in force", "(policy netready-sidecar-scope)", "(policy netready-sidecar-node-scope)", "(policy netready-sidecar-events)"} {
 			if !strings.Contains(why, want) {
-				t.Errorf("/readyz without params = %q, want it to name %q", why, want)
+				t.Errorf("/readyz without its identity = %q, want it to name %q", why, want)
 			}
 		}
 		if !strings.Contains(logs.String(), "not writing anything until the sidecar's scope is enforced") {
 			t.Errorf("the sidecar's log does not say it holds its writes:\n%s", logs.String())
 		}
-		// Put the params back: the waiting sidecar starts by itself.
+		// Put it back: the waiting sidecar starts by itself.
 		a.Kubectl(t, "apply", "-k", overlay, "--server-side")
 		if why := harness.SidecarReadyz(listen, 90*time.Second, http.StatusOK); why != "" {
-			t.Fatalf("the sidecar did not start once the params were back: %s\n%s", why, logs.String())
+			t.Fatalf("the sidecar did not start once its identity was back: %s\n%s", why, logs.String())
 		}
 	})
 }

@@ -52,7 +52,7 @@ var quickStart = struct{ commands, kustomization, node []string }{
 		"kubectl -n demo wait pod/web --for=condition=Ready --timeout=2m",
 	},
 	kustomization: []string{"resources: [deploy]", "components: [deploy/components/calico]"},
-	node:          []string{"resources: [deploy]", "components: [deploy/components/calico, deploy/components/pool]"},
+	node:          []string{"resources: [deploy]", "components: [deploy/components/calico, deploy/components/condition-type, deploy/components/pool]"},
 }
 
 // TestQuickStartWorksOnARealNode: netready deployed the way the README's Quick start says, on a
