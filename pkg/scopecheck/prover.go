@@ -21,7 +21,8 @@ type Verdict struct {
 	// wraps ErrUnknown and has for a whole UnknownHold.
 	Write bool
 	// Warn is set on the first Verdict of a stretch that writes with Err
-	// set: the sidecar says so once, in a Warning Event.
+	// set, and again every WarnEvery while it lasts: the sidecar says so
+	// in a Warning Event.
 	Warn bool
 }
 
@@ -47,15 +48,20 @@ type Prover struct {
 	Timeout, MaxGap time.Duration
 	// UnknownHold: see Prover. Zero writes at the first unknown.
 	UnknownHold time.Duration
-	Report      func(Verdict)
-	Log         *slog.Logger
+	// WarnEvery repeats the Warn while the sidecar writes on an unknown
+	// scope, so that its Event outlives the API server's --event-ttl
+	// (zero: once).
+	WarnEvery time.Duration
+	Report    func(Verdict)
+	Log       *slog.Logger
 	// Now is the clock (time.Now when nil).
 	Now func() time.Time
 
 	// unknownSince starts the stretch of unknowns (zero when none);
-	// acting: the sidecar writes on an unknown scope (Warn given).
-	unknownSince time.Time
-	acting       bool
+	// acting: the sidecar writes on an unknown scope, Warn given at
+	// warned.
+	unknownSince, warned time.Time
+	acting               bool
 }
 
 func (p *Prover) now() time.Time {
@@ -80,7 +86,10 @@ func (p *Prover) judge(err error) (Verdict, time.Time) {
 		if until := p.unknownSince.Add(p.UnknownHold); now.Before(until) {
 			return Verdict{Err: fmt.Errorf("%w. Holding every write until %s (for at most %v), then writing on this evidence", err, until.UTC().Format(time.RFC3339), p.UnknownHold)}, until
 		}
-		v := Verdict{Err: err, Write: true, Warn: !p.acting}
+		v := Verdict{Err: err, Write: true, Warn: !p.acting || p.WarnEvery > 0 && now.Sub(p.warned) >= p.WarnEvery}
+		if v.Warn {
+			p.warned = now
+		}
 		p.acting = true
 		return v, time.Time{}
 	case errors.Is(err, ErrUnscoped):

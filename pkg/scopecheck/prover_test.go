@@ -15,7 +15,7 @@ import (
 
 // TestAnUnknownScopeHoldsWritesForABoundedTime: an unknown scope holds
 // every write until UnknownHold has passed since the first unknown in a
-// row, then writes with one Warn; an API error in between neither writes
+// row, then writes with a Warn, again every WarnEvery; an API error in between neither writes
 // nor restarts the hold; proof or a probe let through ends the stretch,
 // and a new unknown holds again.
 func TestAnUnknownScopeHoldsWritesForABoundedTime(t *testing.T) {
@@ -38,7 +38,7 @@ func TestAnUnknownScopeHoldsWritesForABoundedTime(t *testing.T) {
 		{time.Minute, unknown, true, true},
 		{90 * time.Second, unknown, true, false},
 		{100 * time.Second, down, false, false},
-		{110 * time.Second, unknown, true, false},
+		{110 * time.Second, unknown, true, true}, // WarnEvery after the last
 		{2 * time.Minute, nil, true, false},
 		{3 * time.Minute, unknown, false, false},
 		{3*time.Minute + 59*time.Second, unknown, false, false},
@@ -48,7 +48,7 @@ func TestAnUnknownScopeHoldsWritesForABoundedTime(t *testing.T) {
 	}
 	start := time.Unix(1e9, 0)
 	var now time.Time
-	p := &Prover{UnknownHold: time.Minute, Now: func() time.Time { return now }}
+	p := &Prover{UnknownHold: time.Minute, WarnEvery: 40 * time.Second, Now: func() time.Time { return now }}
 	var want, got []verdict
 	for _, s := range steps {
 		want = append(want, verdict{s.At, s.Write, s.Warn})

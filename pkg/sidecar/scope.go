@@ -22,7 +22,7 @@ const ReasonScopeUnknown = "NetreadyScopeUnknown"
 // newProver makes the scope check that opens and closes gate: /readyz
 // fails naming why while the writes are held, and says it (200) while
 // the sidecar writes on an unknown scope, which a Warning Event on its
-// Node says once per stretch.
+// Node says at once, and again while it lasts, before the last expires.
 func newProver(o Options, client *kubeapi.REST, gate *writegate.Gate, h *health.Health, events kubeapi.EventRecorder, log *slog.Logger) *scopecheck.Prover {
 	hold := o.ScopeUnknownHold
 	if hold < 0 {
@@ -46,7 +46,7 @@ func newProver(o Options, client *kubeapi.REST, gate *writegate.Gate, h *health.
 		}
 	}
 	return &scopecheck.Prover{Writer: client.DryRun(), Timeout: kubeapi.Timeout, MaxGap: 30 * time.Second,
-		UnknownHold: hold, Report: report, Log: log}
+		UnknownHold: hold, WarnEvery: kubeapi.RepeatWarningAfter, Report: report, Log: log}
 }
 
 // selfFunc says who the sidecar is: its pod from the flags or, without
