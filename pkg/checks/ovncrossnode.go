@@ -110,7 +110,9 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, memoDir str
 			}
 			out.Why = fmt.Sprintf("not yet at nb_cfg %d: %s", target, strings.Join(v.waiting, ", "))
 			next = min(interval, v.nextStall)
-		} else {
+		} else if ctx.Err() == nil || out.Why == "" {
+			// A read the deadline cut short says only that; the one
+			// before it says who is behind.
 			out.Why = err.Error()
 		}
 		timer.Reset(next)
