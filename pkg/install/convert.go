@@ -33,7 +33,7 @@ func checkConvertTarget(f *conflist.File, target string) ([]byte, error) {
 		return nil, fmt.Errorf("convert %s: read %s: %w", f.Path, target, err)
 	}
 	if why := notAConversion(f, target, old); why != "" {
-		return nil, refuse("cannot convert %s to a conflist: %s exists and %s, so another writer owns it. netready-install writes over neither file and installed nothing: remove the one the runtime should not use (it reads %s first), then restart netready-install",
+		return nil, refuse("cannot convert %s to a conflist: %s exists and %s, so another writer owns it. netready-install writes over neither file: remove the one the runtime should not use (it reads %s first), then restart netready-install",
 			f.Path, target, why, filepath.Base(f.Path))
 	}
 	return old, nil
