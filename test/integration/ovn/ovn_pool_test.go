@@ -26,8 +26,8 @@ import (
 // TestOVNPoolExhaustionTaintsTheNode, on a real kube-apiserver with the
 // RBAC of deploy/: a Node whose k8s.ovn.org/node-subnets is a /29 (four
 // addresses once ovnkube's network, gateway, management port and
-// broadcast are taken), and pods bound to it carrying
-// k8s.ovn.org/pod-networks as ovnkube writes them. The real sidecar
+// broadcast are taken), and pods bound to it whose addresses kubelet
+// posts (status.podIPs, through pods/status as the node). The real sidecar
 // ("ipam": "auto" on an ovn-k8s-cni-overlay chain, poolAction taint)
 // taints the Node when the subnet is used up and keeps its verdict; the
 // real plugin's STATUS (poolAction notready) reads that verdict and fails
@@ -45,21 +45,22 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	// .3 to .6: what ovnkube gives pods from a /29.
-	pods := map[string]string{}
+	admin, kubelet := fastClient(a, "", nil), kubeletClient(t, a, node)
 	addPod := func(name, ip string) {
 		t.Helper()
-		a.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name,
-			Annotations: map[string]string{ovnpool.PodNetworks: fmt.Sprintf(`{"default":{"ip_addresses":["%s/29"],"mac_address":"0a:58:0a:f4:07:0%s","gateway_ips":["10.244.7.1"],"routes":[{"dest":"10.244.0.0/16","nextHop":"10.244.7.1"}],"ip_address":"%s/29","gateway_ip":"10.244.7.1","role":"primary"}}`, ip, ip[len(ip)-1:], ip)}},
-			Spec: corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
-		pods[name] = ip
+		runPods(t, admin, kubelet, "default", node, name, []string{ip})
 	}
-	// A host-network pod holds no pod address; another node's pods are
-	// not this node's.
-	a.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "hostnet"},
-		Spec: corev1.PodSpec{NodeName: node, HostNetwork: true, Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
-	a.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "elsewhere",
-		Annotations: map[string]string{ovnpool.PodNetworks: `{"default":{"ip_addresses":["10.244.7.6/29"]}}`}},
-		Spec: corev1.PodSpec{NodeName: "another-node", Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+	// A host-network pod holds no pod address: kubelet posts the node's
+	// (here, as a misconfigured node would, one inside the subnet);
+	// another node's pods are not this node's.
+	hostnet := harness.PlainPod("default", "hostnet", node)
+	hostnet.Spec.HostNetwork = true
+	hostnet = a.Create(t, hostnet)
+	hostnet.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.7.6", PodIPs: []corev1.PodIP{{IP: "10.244.7.6"}}}
+	if _, err := kubelet.CoreV1().Pods("default").UpdateStatus(ctx, hostnet, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	runPods(t, admin, kubeletClient(t, a, "another-node"), "default", "another-node", "elsewhere", []string{"10.244.7.6"})
 	for i, ip := range []string{"10.244.7.3", "10.244.7.4", "10.244.7.5"} {
 		addPod(fmt.Sprintf("ovn-%d", i), ip)
 	}
@@ -162,7 +163,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 	})
 
 	t.Run("a terminated pod's address and a deleted pod's are free: the taint is lifted", func(t *testing.T) {
-		p, err := a.Admin.CoreV1().Pods("default").Get(ctx, "ovn-0", metav1.GetOptions{})
+		p, err := a.Admin.CoreV1().Pods("default").Get(ctx, "ovn-0-0", metav1.GetOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -174,7 +175,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 		if !taint.Has(a.Node(t, node)) {
 			t.Error("the taint lifted at 3 of 4: one address of hysteresis expected")
 		}
-		if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "ovn-1", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
+		if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "ovn-1-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 			t.Fatal(err)
 		}
 		harness.Within(t, "the taint lifted at 2 of 4", 20*time.Second, func() bool { _, removed := tw.FirstTimes(); return !removed.IsZero() })
