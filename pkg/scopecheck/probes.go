@@ -38,8 +38,8 @@ type probe struct {
 	what string
 	// The request as RBAC and the admission plugins word it: verb,
 	// resource (with its subresource), API group, namespace ("" for a
-	// Node) and the name in its URL ("" for a create); objectName is the
-	// name admission names instead (a create's generateName).
+	// Node) and the name in its URL ("" for a create); objectName is
+	// the generateName of a create, from which admission names it.
 	verb, resource, group, namespace, name, objectName string
 	write                                              func(ctx context.Context) error
 }
@@ -117,12 +117,22 @@ func (p probe) rbacRefusal(user string) string {
 	return apierrors.NewForbidden(p.groupResource(), p.name, errors.New(msg)).Error()
 }
 
-// admissionPrefix begins an admission plugin's Forbidden message for p
-// (k8s.io/apiserver's admission.NewForbidden).
-func (p probe) admissionPrefix() string {
-	name := p.name
-	if name == "" {
-		name = p.objectName
+// afterAdmission returns what follows an admission plugin's Forbidden
+// message for p (k8s.io/apiserver's admission.NewForbidden): it names the
+// object, and for a create with generateName, the name generated from it
+// (kube-apiserver 1.36), or the generateName itself (older ones).
+func (p probe) afterAdmission(msg string) (string, bool) {
+	gr := p.groupResource().String()
+	if p.name != "" {
+		return strings.CutPrefix(msg, fmt.Sprintf("%s %q is forbidden: ", gr, p.name))
 	}
-	return apierrors.NewForbidden(p.groupResource(), name, errors.New("")).Error()
+	rest, ok := strings.CutPrefix(msg, gr+` "`+p.objectName)
+	if !ok {
+		return "", false
+	}
+	suffix, rest, ok := strings.Cut(rest, `" is forbidden: `)
+	if !ok || strings.Trim(suffix, "abcdefghijklmnopqrstuvwxyz0123456789") != "" {
+		return "", false
+	}
+	return rest, true
 }

@@ -115,7 +115,8 @@ func refusal(err error, p probe, policy, user string) (who string, how answer) {
 	}
 	// A policy's refusal, whatever its reason (and so its code), is the
 	// admission plugin's Forbidden message for this object.
-	if rest, ok := strings.CutPrefix(msg, p.admissionPrefix()+"ValidatingAdmissionPolicy '"); ok {
+	after, admission := p.afterAdmission(msg)
+	if rest, ok := strings.CutPrefix(after, "ValidatingAdmissionPolicy '"); admission && ok {
 		name, _, _ := strings.Cut(rest, "'")
 		if strings.Contains(name, policy) {
 			return "", answerPolicy
@@ -132,7 +133,7 @@ func refusal(err error, p probe, policy, user string) (who string, how answer) {
 	if strings.HasPrefix(msg, `admission webhook "`) || strings.Contains(msg, `failed calling webhook "`) {
 		return msg, answerOther
 	}
-	if apierrors.IsForbidden(err) && strings.HasPrefix(msg, p.admissionPrefix()) {
+	if apierrors.IsForbidden(err) && admission {
 		return msg, answerOther // another admission plugin
 	}
 	return "", notAdmission

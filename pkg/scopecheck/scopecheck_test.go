@@ -94,7 +94,8 @@ func request(kind string) (gr schema.GroupResource, resource, rbacName, admissio
 		if kind == evNode {
 			ns = "default"
 		}
-		return schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "events", "", "netready-scope-check-", ns
+		// kube-apiserver 1.36 names the object by the name it generated.
+		return schema.GroupResource{Group: "events.k8s.io", Resource: "events"}, "events", "", "netready-scope-check-x7k2p", ns
 	}
 }
 
@@ -170,6 +171,9 @@ func TestCheck(t *testing.T) {
 	}{
 		{name: "every policy refuses its first probe", by: inForce(nil), asked: []string{podLabel, nodeLabel, evReason}},
 		{name: "a prefix and a suffix on the policy's name", by: inForce(map[string]error{podLabel: byPolicy(podLabel, "acme-netready-sidecar-scope-x", "no")})},
+		{name: "an older API server names an Event by its generateName", by: inForce(map[string]error{evReason: apierrors.NewForbidden(schema.GroupResource{Group: "events.k8s.io", Resource: "events"},
+			"netready-scope-check-", errors.New("ValidatingAdmissionPolicy 'netready-sidecar-events' with binding 'netready-sidecar-events' denied request: no"))}),
+			asked: []string{podLabel, nodeLabel, evReason}},
 		{name: "nothing refused", by: map[string]error{}, unscoped: true,
 			want: []string{"a label on its own pod through pods/status (policy netready-sidecar-scope), a label on its own Node (policy netready-sidecar-node-scope), an Event with reason NetreadyScopeCheck (policy netready-sidecar-events)",
 				"Apply deploy/ (or the Helm chart) whole, on Kubernetes 1.30 or later", "kubectl get validatingadmissionpolicy"}},
