@@ -19,8 +19,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/util/validation"
-	"k8s.io/client-go/metadata"
-	"k8s.io/client-go/rest"
 
 	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/health"
@@ -47,9 +45,9 @@ type Options struct {
 	RequireScope          bool
 	PodNamespace, PodName string
 	// ScopeRecheck is how often, with RequireScope, the probes are sent
-	// again while the sidecar runs (DefaultScopeRecheck when not positive); they
-	// are also sent whenever the policies' params change. Until they are
-	// all refused again, every write is held and /readyz says why.
+	// again while the sidecar runs (DefaultScopeRecheck when not positive).
+	// Until they are all refused again, every write is held and /readyz
+	// says why.
 	ScopeRecheck time.Duration
 	// ScopeUnknownHold is how long, with RequireScope, every write is
 	// held while another admission check refuses every probe of a policy
@@ -59,8 +57,7 @@ type Options struct {
 }
 
 // DefaultScopeRecheck bounds how long a running sidecar goes on writing
-// after its scope was lifted in a way the params' watch does not see (a
-// binding or policy deleted).
+// after its scope was lifted (a binding or policy deleted).
 const DefaultScopeRecheck = 2 * time.Minute
 
 // Validate returns every problem at once.
@@ -142,9 +139,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		if err != nil {
 			return nil // ctx ended before the sidecar could write: shut down
 		}
-		if err := keepScope(ctx, o, cfg, prover, me); err != nil {
-			return err
-		}
+		keepScope(ctx, o, prover, me)
 	}
 	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
@@ -176,20 +171,14 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 }
 
 // keepScope re-runs the scope check in the background, every
-// o.ScopeRecheck and whenever the policies' params change.
-func keepScope(ctx context.Context, o Options, cfg *rest.Config, prover *scopecheck.Prover, me scopecheck.Self) error {
-	meta, err := metadata.NewForConfig(cfg)
-	if err != nil {
-		return fmt.Errorf("kubernetes metadata client: %w", err)
-	}
+// o.ScopeRecheck. Nothing else signals a change: the policies read no
+// params the sidecar could watch (deploy/admission.yaml).
+func keepScope(ctx context.Context, o Options, prover *scopecheck.Prover, me scopecheck.Self) {
 	period := o.ScopeRecheck
 	if period <= 0 {
 		period = DefaultScopeRecheck
 	}
-	changed := make(chan struct{}, 1)
-	go scopecheck.WatchParams(ctx, meta, me.PodNamespace, kubeapi.Timeout, changed, prover.Log)
-	go prover.Keep(ctx, me, period, changed)
-	return nil
+	go prover.Keep(ctx, me, period, nil)
 }
 
 // mux serves /metrics, /healthz (h) and /readyz (the controller ready and
