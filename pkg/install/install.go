@@ -109,7 +109,8 @@ func (in *installer) installOnce(ctx context.Context) error {
 // that already holds the right bytes. It returns an error wrapping
 // fs.ErrNotExist while there is no config to install into, one wrapping
 // conflist.ErrUnsettled while an earlier file is invalid, and a refusal
-// when the entry or the mode cannot work with the runtime's file.
+// when the entry or the mode cannot work with the runtime's file, or a
+// .conf's conflist would go over another writer's file.
 func (in *installer) ensure() error {
 	// A config that cannot take the entry changes nothing, the binary
 	// included.
