@@ -4,6 +4,7 @@ package install
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -46,14 +47,14 @@ func setSandboxUpSince(t *testing.T, a *harness.APIServer, name string, at time.
 // True: one that netready never saw, up for two days, and one with a ready
 // marker. A gated pod whose sandbox comes up after the note, with no
 // marker, is held not ready naming the backoff, and released once
-// --install-backoff-hold-max has passed, with a Warning Event that names
+// --not-in-effect-hold-max has passed, with a Warning Event that names
 // the backoff.
 func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
 	a := harness.StartAPIServer(t)
 	state := t.TempDir()
 	const holdMax = 4 * time.Second
 	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready",
-		"--install-backoff-hold-max", holdMax.String())
+		"--not-in-effect-hold-max", holdMax.String())
 
 	a.NewPod("old-unseen", harness.SidecarNode)
 	setSandboxUpSince(t, a, "old-unseen", time.Now().Add(-48*time.Hour), "10.200.9.10")
@@ -102,11 +103,55 @@ func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
 		}
 		for _, e := range list.Items {
 			released = released || (e.Regarding.Name == "fresh" && e.Type == corev1.EventTypeWarning && e.Reason == publish.ReasonNotObserved &&
-				strings.Contains(e.Note, "--install-backoff-hold-max") && strings.Contains(e.Note, "stops putting it back"))
+				strings.Contains(e.Note, "--not-in-effect-hold-max") && strings.Contains(e.Note, "stops putting it back"))
 		}
 	}
 	if !released {
-		t.Error("no Warning Event on the released pod naming the backoff and --install-backoff-hold-max")
+		t.Error("no Warning Event on the released pod naming the backoff and --not-in-effect-hold-max")
 	}
 	harness.Stays(t, a, "old-unseen", time.Second, "True for a pod up before the note, to the end", isTrue)
+}
+
+// TestAnInstallBackoffHoldsAtMostTwoMinutesByDefault: where the installer
+// backs off from an agent that keeps removing netready (Cilium's default
+// cni.exclusive), netready is not in effect, and the real sidecar, with
+// its default flags, releases a pod it held within the documented bound
+// (--not-in-effect-hold-max, 1m by default, never more than 2m), as
+// --unobserved says (ready: True, NotObserved), with a Warning Event
+// naming the backoff.
+func TestAnInstallBackoffHoldsAtMostTwoMinutesByDefault(t *testing.T) {
+	a := harness.StartAPIServer(t)
+	state := t.TempDir()
+	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s")
+	const msg = "another agent removed netready from /etc/cni/net.d/05-cilium.conflist 5 times within 5m0s: netready-install stops putting it back for 1m0s"
+	if err := notes.NoteInstallBackoff(state, "cilium", msg); err != nil {
+		t.Fatal(err)
+	}
+	harness.Eventually(t, "the sidecar reads the note", func() (bool, string) {
+		m := harness.MetricsText(t, listen)
+		return harness.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
+	})
+	time.Sleep(time.Second) // the sandbox comes up in a later second than the note
+	pod := a.NewPod("fresh", harness.SidecarNode)
+	harness.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.13")
+	up := time.Now()
+	harness.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotObserved && strings.Contains(c.Message, "stops putting it back")
+	})
+	const bound = 2 * time.Minute
+	c := harness.WaitCondition(t, a, "fresh", bound+5*time.Second-time.Since(up), "released within the documented bound",
+		func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	t.Logf("released %s after the sandbox came up: %s", time.Since(up).Round(time.Second), c.Message)
+	if c.Reason != publish.ReasonNotObserved || time.Since(up) < 50*time.Second {
+		t.Errorf("released condition = %+v after %s, want NotObserved True after the default 1m", c, time.Since(up))
+	}
+	var events []string
+	for start := time.Now(); time.Since(start) < 10*time.Second && !slices.ContainsFunc(events, func(e string) bool {
+		return strings.HasPrefix(e, "Warning NotObserved: held not ready for 1m0s (--not-in-effect-hold-max)") && strings.Contains(e, "stops putting it back")
+	}); time.Sleep(200 * time.Millisecond) {
+		events = harness.EventsFor(t, a, pod)
+	}
+	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "held not ready for 1m0s") }) {
+		t.Errorf("Events on the released pod: %q; want a Warning NotObserved naming the backoff and the bound", events)
+	}
 }

@@ -4,6 +4,7 @@ package sidecar
 
 import (
 	"context"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
@@ -13,6 +14,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
 )
 
@@ -89,4 +92,106 @@ func exitCode(err error) int {
 		return -1
 	}
 	return 0
+}
+
+// TestPresetThatNeverWroteIsNotInEffect: with the calico preset on a node
+// whose Felix never wrote endpoint status, the real plugin's pending
+// marker does not gate its pod for ever: the real sidecar, against a real
+// API server, judges it as a pod netready did not see (--unobserved=ready:
+// True, NotObserved) --not-in-effect-hold-max after its ADD began, with a
+// Warning Event on the pod naming the cause, and keeps it so once Felix
+// writes. A node where Felix has written once is not this case: after
+// Felix's folder goes away and the sidecar restarts, with the pod that
+// proved it gone, a new pod's pending marker is never given up on.
+func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
+	a := harness.StartAPIServer(t)
+	felix := filepath.Join(t.TempDir(), "calico", "endpoint-status") // not there yet
+	n := harness.NewNet(t, "calico-style.conflist", func(n *harness.TestNet, _ map[string]any) {
+		n.Netready()["timeout"] = "1s"
+		n.Netready()["onTimeout"] = "proceed"
+		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "file", "preset": "calico", "path": felix}}
+	})
+	const hold = 10 * time.Second
+	flags := []string{"--not-in-effect-hold-max", hold.String(), "--unobserved", "ready"}
+	_, _, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, flags...)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	add := func(name string) (*corev1.Pod, func()) {
+		t.Helper()
+		pod := a.NewPod(name, harness.SidecarNode)
+		netns := harness.NewNS(t)
+		args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + name + ";K8S_POD_UID=" + string(pod.UID)
+		if _, err := n.Add(netns.Path(), args); err != nil {
+			t.Fatal(err)
+		}
+		return pod, func() {
+			if _, err := n.Cnitool("del", netns.Path(), args); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	notWriting := checks.CalicoNotWriting(felix)
+
+	began := time.Now()
+	silent, _ := add("silent-0")
+	harness.WaitCondition(t, a, "silent-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, notWriting)
+	})
+	c := harness.WaitCondition(t, a, "silent-0", hold+20*time.Second, "judged as not observed", func(c *corev1.PodCondition) bool {
+		return c.Reason == publish.ReasonNotObserved
+	})
+	if took := time.Since(began); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "netready is not in effect on this node") ||
+		!strings.Contains(c.Message, notWriting) || took < hold-2*time.Second {
+		t.Errorf("condition after %s: %+v; want True, NotObserved, naming the cause, no sooner than about %s", took, c, hold)
+	}
+	var released, all []string
+	for start := time.Now(); time.Since(start) < 10*time.Second && len(released) == 0; time.Sleep(200 * time.Millisecond) {
+		released, all = nil, harness.EventsFor(t, a, silent)
+		for _, e := range all {
+			if strings.HasPrefix(e, "Warning NotObserved: ") && strings.Contains(e, "not in effect") && strings.Contains(e, "endpointStatusPathPrefix") {
+				released = append(released, e)
+			}
+		}
+	}
+	if len(released) != 1 {
+		t.Errorf("Events on %s: %q; want one Warning NotObserved naming the cause", silent.Name, all)
+	}
+
+	// Felix is set up now: a pod's ADD waits on its file, which Felix
+	// writes; the pod judged before keeps its condition.
+	if err := os.MkdirAll(felix, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	_, del := add("proof-0")
+	harness.WaitCondition(t, a, "proof-0", 15*time.Second, "False, waiting for the file", func(c *corev1.PodCondition) bool {
+		return c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, "file does not exist (yet)")
+	})
+	if err := os.WriteFile(filepath.Join(felix, checks.CalicoStatusFileName("default", "proof-0", "eth0")), []byte("{}"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	harness.WaitCondition(t, a, "proof-0", 30*time.Second, "True once Felix wrote", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonProgrammed
+	})
+	harness.Stays(t, a, "silent-0", time.Second, "the pod judged before keeps its condition", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonNotObserved
+	})
+
+	// Felix's folder goes (a restart of it), the pod that proved it is
+	// deleted (DEL), and the sidecar restarts: Felix has written here, so a
+	// new pod waiting on it is never given up on.
+	stop()
+	del()
+	if err := os.RemoveAll(felix); err != nil {
+		t.Fatal(err)
+	}
+	harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, flags...)
+	began = time.Now()
+	add("after-0")
+	harness.WaitCondition(t, a, "after-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, notWriting)
+	})
+	harness.Stays(t, a, "after-0", hold+10*time.Second-time.Since(began), "pending on a node where Felix wrote", func(c *corev1.PodCondition) bool {
+		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed
+	})
 }
