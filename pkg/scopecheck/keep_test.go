@@ -53,7 +53,7 @@ func (s *switchable) CreateEvent(context.Context, *eventsv1.Event) error {
 }
 
 // run starts a Prover's Keep and returns its Verdicts as they come.
-func run(t *testing.T, w Writer, period time.Duration, changed chan struct{}) <-chan Verdict {
+func run(t *testing.T, w Writer, period time.Duration) <-chan Verdict {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	reports := make(chan Verdict, 100)
@@ -62,7 +62,7 @@ func run(t *testing.T, w Writer, period time.Duration, changed chan struct{}) <-
 		Report: func(v Verdict) { reports <- v }, Log: slog.New(slog.NewTextHandler(io.Discard, nil))}
 	go func() {
 		defer close(done)
-		p.Keep(ctx, me, period, changed)
+		p.Keep(ctx, me, period)
 	}()
 	t.Cleanup(func() { cancel(); <-done })
 	return reports
@@ -87,7 +87,7 @@ func next(t *testing.T, reports <-chan Verdict, within time.Duration) error {
 // it is back, re-checked with backoff meanwhile.
 func TestKeepRechecksEveryPeriod(t *testing.T) {
 	w := &switchable{inForce: true}
-	reports := run(t, w, 100*time.Millisecond, make(chan struct{}))
+	reports := run(t, w, 100*time.Millisecond)
 	if err := next(t, reports, 2*time.Second); err != nil {
 		t.Fatalf("first periodic check = %v, want nil", err)
 	}
@@ -102,29 +102,5 @@ func TestKeepRechecksEveryPeriod(t *testing.T) {
 	w.set(true)
 	for err != nil {
 		err = next(t, reports, 2*time.Second)
-	}
-}
-
-// TestKeepRechecksWhenTheParamsChange: with a period far away, a change
-// of the params is checked at once, and again shortly after, for the API
-// server's own view of them catches up later.
-func TestKeepRechecksWhenTheParamsChange(t *testing.T) {
-	w := &switchable{inForce: true}
-	changed := make(chan struct{}, 1)
-	reports := run(t, w, time.Hour, changed)
-	w.set(false)
-	changed <- struct{}{}
-	if err := next(t, reports, time.Second); !errors.Is(err, ErrUnscoped) {
-		t.Fatalf("check after a params change = %v, want ErrUnscoped", err)
-	}
-	// In force again, then lifted late, as when the API server's informer
-	// lags: a follow-up check still sees it.
-	w.set(true)
-	changed <- struct{}{}
-	for next(t, reports, 2*time.Second) != nil {
-	}
-	w.set(false)
-	if err := next(t, reports, 3*time.Second); !errors.Is(err, ErrUnscoped) {
-		t.Fatalf("follow-up check after a params change = %v, want ErrUnscoped", err)
 	}
 }

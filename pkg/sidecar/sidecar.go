@@ -178,7 +178,7 @@ func keepScope(ctx context.Context, o Options, prover *scopecheck.Prover, me sco
 	if period <= 0 {
 		period = DefaultScopeRecheck
 	}
-	go prover.Keep(ctx, me, period, nil)
+	go prover.Keep(ctx, me, period)
 }
 
 // mux serves /metrics, /healthz (h) and /readyz (the controller ready and
