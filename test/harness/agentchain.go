@@ -16,7 +16,7 @@ import (
 // ServeTCP listens on port in the netns at nsPath and closes each
 // connection it accepts: the server of the real agents' first-packet
 // tests. The test's cleanup stops it.
-func ServeTCP(t *testing.T, nsPath string, port int) {
+func ServeTCP(t testing.TB, nsPath string, port int) {
 	t.Helper()
 	var l net.Listener
 	if err := ns.WithNetNSPath(nsPath, func(ns.NetNS) error {
