@@ -409,8 +409,9 @@ func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
 				data, _ = o["data"].(map[string]any)
 			}
 		}
-		if !strings.Contains(fmt.Sprint(data["60-pool.json"]), tc.want) {
-			t.Errorf("%s: the entry's 60-pool.json = %v, want %s", tc.name, data["60-pool.json"], tc.want)
+		// The values' fragment, merged last over the component's "auto".
+		if !strings.Contains(fmt.Sprint(data["90-values.json"]), tc.want) {
+			t.Errorf("%s: the entry's 90-values.json = %v, want %s", tc.name, data["90-values.json"], tc.want)
 		}
 		dir := t.TempDir()
 		for k, v := range data {
