@@ -18,19 +18,20 @@ import (
 )
 
 // TestSidecarHoldsItsWritesWhileItsScopeIsLifted runs the real sidecar
-// binary, scoped (--require-scope), on a real kube-apiserver with deploy/
-// applied, then lifts its scope while it runs: first by deleting
-// netready-settings, then by taking the params' label off. Each time the
+// binary, scoped (--require-scope, re-checked every 2 s), on a real
+// kube-apiserver with deploy/ applied, then lifts its scope while it
+// runs: first by deleting netready-sidecar-scope's binding, then the
+// identity binding the policies know the sidecar by. Each time the
 // sidecar must stop writing within a few seconds (a new gated pod of its
 // node gets no condition, though the API server would now let it write
 // one), with /readyz naming the policies, and start again by itself once
-// the params are back.
+// deploy/ is applied again.
 func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
 	d := harness.NewScopedDeploy(t)
 	a, ctx := d.A, context.Background()
 	kubeconfig := a.Kubeconfig("bound", a.BoundToken(t, d.Self))
 	listen, logs, _ := harness.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
-		"--require-scope", "--pod-namespace", d.Self.Namespace, "--pod-name", d.Self.Name, "--cni-conf-dir", "")
+		"--require-scope", "--scope-recheck", "2s", "--pod-namespace", d.Self.Namespace, "--pod-name", d.Self.Name, "--cni-conf-dir", "")
 	if why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
 		t.Fatalf("the scoped sidecar never turned ready: %s\n%s", why, logs.String())
 	}
@@ -44,25 +45,25 @@ func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
 	harness.WaitCondition(t, a, "before", 15*time.Second, "True while scoped", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 
 	for _, tc := range []struct {
-		name          string
-		lift, restore func(t *testing.T)
+		name string
+		lift func(t *testing.T)
 	}{
-		{"netready-settings deleted", func(t *testing.T) {
-			if err := a.Admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, "netready-settings", metav1.DeleteOptions{}); err != nil {
+		{"netready-sidecar-scope's binding deleted", func(t *testing.T) {
+			if err := a.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(ctx, "netready-sidecar-scope", metav1.DeleteOptions{}); err != nil {
 				t.Fatal(err)
 			}
-		}, func(t *testing.T) { a.Kubectl(t, "apply", "-k", "../../../deploy", "--server-side") }},
-		{"the params' label taken off", func(t *testing.T) {
-			a.Kubectl(t, "-n", "kube-system", "label", "configmap", "netready-settings", "netready.io/params-")
-		}, func(t *testing.T) {
-			a.Kubectl(t, "-n", "kube-system", "label", "configmap", "netready-settings", "netready.io/params=settings")
+		}},
+		{"the identity binding deleted", func(t *testing.T) {
+			if err := a.Admin.RbacV1().ClusterRoleBindings().Delete(ctx, "netready-sidecar-identity", metav1.DeleteOptions{}); err != nil {
+				t.Fatal(err)
+			}
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			pod := strings.ReplaceAll(strings.ReplaceAll(tc.name, " ", "-"), "'", "")
 			tc.lift(t)
-			// Held within a bound: the params' watch, then the re-check
-			// as the API server's own informer catches up (1, 2, 4, 8 s).
+			// Held within a bound: the re-check every 2 s, as the API
+			// server's own informers catch up.
 			if why := harness.SidecarReadyz(listen, 20*time.Second, http.StatusServiceUnavailable); why != "" {
 				t.Fatalf("/readyz 20 s after the scope was lifted = %s, want 503\n%s", why, logs.String())
 			}
@@ -82,9 +83,9 @@ func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
 				t.Errorf("the sidecar's identity relabelling its pod with the scope lifted = %v: the hold proves nothing", err)
 			}
 
-			tc.restore(t)
+			a.Kubectl(t, "apply", "-k", "../../../deploy", "--server-side")
 			if why := harness.SidecarReadyz(listen, 45*time.Second, http.StatusOK); why != "" {
-				t.Fatalf("the sidecar did not resume once the params were back: %s\n%s", why, logs.String())
+				t.Fatalf("the sidecar did not resume once deploy/ was applied again: %s\n%s", why, logs.String())
 			}
 			harness.WaitCondition(t, a, pod, 20*time.Second, "True once the scope is back", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		})
