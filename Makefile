@@ -11,14 +11,15 @@ CRIO_BIN := $(CACHE)/crio
 CILIUM_BIN := $(CACHE)/cilium
 PROMTOOL_BIN := $(CACHE)/promtool
 HELM_BIN := $(CACHE)/helm
+KREW_BIN := $(CACHE)/krew
 GOLANGCI_VERSION := v2.15.0
 GOLANGCI_BIN := $(CACHE)/golangci-lint
 # The release `make test` builds and checks, as `make release` would.
 TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
-TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_CILIUM_BIN=$(CILIUM_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_HELM=$(HELM_BIN)/helm NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
+TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_CILIUM_BIN=$(CILIUM_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_HELM=$(HELM_BIN)/helm NETREADY_KREW=$(KREW_BIN)/krew NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
 
-.PHONY: golangci race all build image client-image release test-release demo-node deps tools containerd k8s crio cilium promtool helm demo test unit integration bench fuzz lint clean
+.PHONY: golangci race all build image client-image release test-release krew demo-node deps tools containerd k8s crio cilium promtool helm demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -50,11 +51,16 @@ deps:
 
 # dist/: binaries, SBOMs and the image for linux/amd64 and linux/arm64,
 # deploy/ pinned to VERSION, and SHA256SUMS. VERSION must be a tag (v0.3.0).
-release: deps
+# No deps: a release needs Go and what builds the image (apt-get,
+# dpkg-deb, readelf), as any user; release.sh names what is missing.
+release:
 	scripts/release.sh $(VERSION) $(CURDIR)/dist $(CACHE)
 
-test-release: deps
+test-release:
 	scripts/release.sh $(TEST_VERSION) $(TEST_DIST) $(CACHE) >/dev/null
+
+krew:
+	@scripts/build-krew.sh $(KREW_BIN)
 
 tools:
 	@scripts/build-tools.sh $(CNI_BIN)
@@ -88,7 +94,7 @@ demo-node: deps tools containerd k8s build image client-image test-release
 	  $(GO) test -tags 'integration demo' -count=1 -run '^(TestNodeDemo|TestFirstConnectionSucceedsForEveryPod)$$' -v -timeout 20m ./test/integration/node/ 2>&1 | \
 	  grep -vE '^(=== RUN|PASS$$|ok )' ; exit $${PIPESTATUS[0]}
 
-test: deps tools containerd k8s crio cilium promtool helm build image client-image test-release unit integration
+test: deps tools containerd k8s crio cilium promtool helm krew build image client-image test-release unit integration
 
 unit:
 	$(GO) test -count=1 ./...

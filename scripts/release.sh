@@ -17,6 +17,10 @@ die() { echo "release: $*" >&2; exit 1; }
 [[ $version =~ ^v[0-9]+\.[0-9]+\.[0-9]+(-[0-9A-Za-z.-]+)?$ ]] || die "VERSION must be a semantic version tag such as v0.3.0, not '$version'"
 root=$(cd "$(dirname "$0")/.." && pwd)
 image=ghcr.io/netready/netready
+# What a release needs, and nothing else: no root, no test tools.
+for need in go tar sha256sum apt-get dpkg-deb readelf; do
+  command -v "$need" >/dev/null || die "$need is not on PATH: a release needs Go, tar and coreutils, and Debian's apt, dpkg and binutils (apt-get, dpkg-deb, readelf) for the image's iptables"
+done
 arches=(amd64 arm64)
 
 # The SBOM tool, pinned by test/release-tools, built once.
