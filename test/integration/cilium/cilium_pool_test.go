@@ -6,11 +6,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"net"
+	"net/http"
+	"net/http/httputil"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,10 +126,13 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		}
 	})
 
+	// The sidecar reads the real agent through a socket that can answer
+	// 503 instead, as the agent does while it restarts in a rolling update.
+	front, unavailable := agentFront(t, cil.Sock)
 	confDir := t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": "cilium", "plugins": []any{
 		map[string]any{"type": "cilium-cni"},
-		map[string]any{"type": "netready", "status": map[string]any{"ipam": ipam, "poolAction": "taint"}}}})
+		map[string]any{"type": "netready", "status": map[string]any{"ipam": map[string]any{"type": "cilium", "socket": "unix://" + front}, "poolAction": "taint"}}}})
 	os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), conf, 0o644)
 	tw := harness.WatchTaint(t, a.Admin, harness.CiliumNode)
 	listen, logs := harness.StartSidecar(t, a, t.TempDir(), harness.CiliumNode, "--cni-conf-dir", confDir)
@@ -182,6 +189,34 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		t.Logf("kubectl netready explain %s:\n%s", refusedPod, out)
 	})
 
+	t.Run("a 503 from the agent holds the taint", func(t *testing.T) {
+		removed := tw.RemovalCount()
+		unavailable.Store(true)
+		harness.Within(t, "the condition saying held", 15*time.Second, func() bool {
+			c := taint.Current(a.Node(t, harness.CiliumNode))
+			return c != nil && strings.Contains(c.Message, "held: can't tell since ")
+		})
+		// Longer than the 7 s of an agent's restart: two polls or more.
+		for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
+			if !taint.Has(a.Node(t, harness.CiliumNode)) {
+				t.Fatalf("the taint was lifted while the agent answered 503\n%s", logs.String())
+			}
+		}
+		unavailable.Store(false)
+		if tw.RemovalCount() != removed {
+			t.Errorf("the taint went and came back while the agent answered 503")
+		}
+		c := taint.Current(a.Node(t, harness.CiliumNode))
+		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "503 Service Unavailable") || !strings.Contains(c.Message, taint.HeldExhaustedMark) {
+			t.Errorf("condition = %+v, want True, held, naming the 503", c)
+		}
+		// The agent's own count again: 14 of 14, still tainted, not held.
+		harness.Within(t, "the condition counting again", 15*time.Second, func() bool {
+			c := taint.Current(a.Node(t, harness.CiliumNode))
+			return c != nil && c.Status == corev1.ConditionTrue && strings.Contains(c.Message, "14 of 14 addresses in use") && !strings.Contains(c.Message, "held")
+		})
+	})
+
 	t.Run("deleting pods lifts the taint", func(t *testing.T) {
 		for _, rt := range pods[len(pods)-3:] {
 			del(rt)
@@ -192,6 +227,35 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 			t.Errorf("the Node still carries the taint\n%s", logs.String())
 		}
 	})
+}
+
+// agentFront serves a unix socket in front of the agent's: it passes each
+// request through to the agent, or answers 503 while unavailable is set.
+func agentFront(t *testing.T, agentSock string) (string, *atomic.Bool) {
+	t.Helper()
+	sock := filepath.Join(t.TempDir(), "front.sock")
+	var unavailable atomic.Bool
+	proxy := &httputil.ReverseProxy{
+		Rewrite: func(r *httputil.ProxyRequest) { r.Out.URL.Scheme, r.Out.URL.Host = "http", "cilium" },
+		Transport: &http.Transport{DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, "unix", agentSock)
+		}},
+	}
+	l, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if unavailable.Load() {
+			http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
+			return
+		}
+		proxy.ServeHTTP(w, r)
+	})}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return sock, &unavailable
 }
 
 func mustJSON(t *testing.T, v any) json.RawMessage {
