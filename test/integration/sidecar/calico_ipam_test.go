@@ -226,3 +226,51 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 	}
 	harness.Within(t, "the taint gone once 9 are free", time.Minute, func() bool { return !taint.Has(a.Node(t, node)) })
 }
+
+// TestCalicoIPAMStaleWhileTheAPIServerIsDown: the watcher, synced on a
+// real API server, keeps counting what it holds when the API server dies,
+// but only for StaleAfter: then it can't tell, naming the watch and since
+// when, rather than counting old blocks as fresh (the sidecar would stamp
+// that verdict now, and STATUS trust it). Once the API server is back it
+// counts again.
+func TestCalicoIPAMStaleWhileTheAPIServerIsDown(t *testing.T) {
+	a := harness.StartAPIServer(t)
+	applyCalicoCRDs(t, a)
+	applyCalicoRBAC(t, a)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	const node, block = "n1", "10.50.0.0/28"
+	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(harness.AdminToken))}
+	for _, err := range []error{
+		admin.SetPool(ctx, calicotest.Pool{Name: "pool", CIDR: "10.50.0.0/24", BlockSize: 28}),
+		admin.SetConfig(ctx, calicotest.Config{StrictAffinity: true, AutoAllocateBlocks: true, MaxBlocksPerHost: 1}),
+		admin.Claim(ctx, node, block),
+	} {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := admin.Assign(ctx, block, node, 16); err != nil {
+		t.Fatal(err)
+	}
+	const stale = 5 * time.Second
+	w := calicoipam.New(calicoipam.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: node, StaleAfter: stale})
+	go w.Run(ctx)
+	countUntil(t, w, "16 of 16 counted", func(c pool.Count) bool { r, ok := c.Tightest(); return c.Unknown == "" && ok && r.Used == 16 })
+
+	a.StopAPI()
+	down := time.Now()
+	c := countUntil(t, w, "can't tell once the data is stale", func(c pool.Count) bool { return c.Unknown != "" })
+	t.Logf("can't tell %v after the API server died: %s", time.Since(down).Round(100*time.Millisecond), c.Unknown)
+	if !strings.Contains(c.Unknown, "calico-ipam: the watch of ") || !strings.Contains(c.Unknown, "has failed since ") || !strings.Contains(c.Unknown, "is stale") {
+		t.Errorf("can't tell = %q, want it to name the failing watch and since when", c.Unknown)
+	}
+	if c.Exhausted(1) != nil || w.Syncing() {
+		t.Errorf("stale: exhausted %v, syncing %v; want neither (an answer: can't tell)", c.Exhausted(1), w.Syncing())
+	}
+	a.StartAPI()
+	countUntil(t, w, "counted again once the API server is back", func(c pool.Count) bool { r, ok := c.Tightest(); return c.Unknown == "" && ok && r.Used == 16 })
+}
