@@ -4,6 +4,7 @@ package plugin
 
 import (
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -111,10 +112,10 @@ func TestContainerdStaysReadyForAPoolItCannotCount(t *testing.T) {
 	bin := harness.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
 	harness.CopyFile(t, filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready"), 0o755)
 	c := harness.StartCRIWith(t, n.ConfDir, nil, bin)
-	harness.Eventually(t, "STATUS leaves the note of a pool it cannot count", func() (bool, string) {
-		c.NetworkReady() // a CRI Status call: containerd runs STATUS
+	harness.Eventually(t, "NetworkReady=true and STATUS's note of a pool it cannot count", func() (bool, string) {
+		ready, msg := c.NetworkReady() // a CRI Status call: containerd runs STATUS
 		note := readNote(t, n)
-		return strings.Contains(note, `uses host-local with subnet "usePodCidr"`), note
+		return ready && strings.Contains(note, `uses host-local with subnet "usePodCidr"`), fmt.Sprintf("NetworkReady=%v %q; note %q", ready, msg, note)
 	})
 	for start := time.Now(); time.Since(start) < 6*time.Second; time.Sleep(500 * time.Millisecond) {
 		if ok, msg := c.NetworkReady(); !ok {
