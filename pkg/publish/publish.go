@@ -12,6 +12,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -264,11 +265,17 @@ func IsNotInEffect(c *corev1.PodCondition) bool {
 	return strings.HasPrefix(rest, notInEffectLead)
 }
 
+// truncate cuts s to maxMessage bytes on a character boundary: the API
+// server refuses a condition message that is not valid UTF-8.
 func truncate(s string) string {
 	if len(s) <= maxMessage {
 		return s
 	}
-	return s[:maxMessage-3] + "..."
+	end := maxMessage - len("...")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
 }
 
 // Current returns the pod's condition of type condType, if any.
