@@ -201,7 +201,7 @@ func netreadyPod(nodeName string, ready bool) corev1.Pod {
 		status = corev1.ConditionTrue
 	}
 	return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "netready-" + nodeName, Namespace: "kube-system", Labels: map[string]string{"app": "netready"}},
-		Spec: corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "sidecar", Image: "ghcr.io/netready/netready:v0.6.0"}}},
+		Spec:   corev1.PodSpec{NodeName: nodeName, Containers: []corev1.Container{{Name: "sidecar", Image: "ghcr.io/netready/netready:v0.6.0"}}},
 		Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: corev1.PodReady, Status: status}}}}
 }
 
@@ -265,7 +265,7 @@ func TestExplainTakesPodSlashName(t *testing.T) {
 			status = corev1.ConditionTrue
 		}
 		return corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "demo"},
-			Spec: corev1.PodSpec{NodeName: "a", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}},
+			Spec:   corev1.PodSpec{NodeName: "a", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}},
 			Status: corev1.PodStatus{Phase: corev1.PodRunning, Conditions: []corev1.PodCondition{{Type: publish.DefaultConditionType, Status: status, Reason: "Programmed"}}}}
 	}
 	api := &fakeAPI{
