@@ -104,10 +104,10 @@ func (w *watched) lastErr() error {
 
 // failing is the last error and since when calls have failed; nil when
 // the last call did not.
-func (w *watched) failing() (error, time.Time) {
+func (w *watched) failing() (time.Time, error) {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	return w.err, w.since
+	return w.since, w.err
 }
 
 // New makes a Watcher; Run starts it.
@@ -226,7 +226,7 @@ func (w *Watcher) Count(ctx context.Context, scope pool.Scope) pool.Count {
 		}
 		// A watch that keeps failing after it synced holds what it had
 		// when it broke: counted for a while, then too old to count.
-		if err, since := ww.failing(); err != nil && w.now().Sub(since) >= w.opts.StaleAfter {
+		if since, err := ww.failing(); err != nil && w.now().Sub(since) >= w.opts.StaleAfter {
 			return pool.Count{Unknown: fmt.Sprintf("calico-ipam: the watch of %s has failed since %s, so what the sidecar holds of it is stale: %v",
 				ww.what, since.UTC().Format(time.RFC3339), err)}
 		}

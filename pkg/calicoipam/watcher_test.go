@@ -219,7 +219,7 @@ func TestWatcherStaleAfterTheWatchFails(t *testing.T) {
 	// The connection breaks: the watch ends, and every call after fails.
 	broken.Store(true)
 	first.Load().Stop()
-	waitFor(t, "the watch's first failure", func() bool { err, _ := w.informers[0].failing(); return err != nil })
+	waitFor(t, "the watch's first failure", func() bool { _, err := w.informers[0].failing(); return err != nil })
 	failedAt := clock
 	if c := w.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != "" {
 		t.Errorf("just after the watch broke: %+v, want the held data counted", c)
