@@ -70,7 +70,7 @@ type behind struct {
 // waits, woken by an OVSDB monitor of the SB's Chassis_Private, until every
 // chassis has reached it or is stalled: behind a barrier older than
 // cn.StallAfter. memoDir holds behindFile. It ends by ctx's deadline.
-func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, memoDir string) CrossNode {
+func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, memoDir string) CrossNode {
 	start := time.Now()
 	out := CrossNode{Target: "every chassis' Chassis_Private.nb_cfg at netready's barrier"}
 	done := func() CrossNode { out.Waited = time.Since(start); return out }
@@ -79,6 +79,16 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, memoDir str
 	updates, err := ovsdb.Monitor(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []string{"nb_cfg"})
 	if err != nil {
 		updates = nil // polled instead
+	}
+	// ovn-controller sets ovn-installed once the flows are in, while its
+	// SB write of the port's claim may still be in flight; Port_Binding.up
+	// comes in a later transaction of the same client, so once it reads
+	// true the claim is in the SB, and the barrier cannot overtake it.
+	if ifaceID != "" {
+		if err := awaitPortUp(ctx, cn.SBSocket, ifaceID); err != nil {
+			out.Why = err.Error()
+			return done()
+		}
 	}
 	target, bumped, err := raiseBarrier(ctx, cn.NBSocket)
 	if err != nil {
@@ -125,6 +135,41 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, memoDir str
 				updates, interval = nil, crossNodePoll
 			}
 		case <-timer.C:
+		}
+	}
+}
+
+// awaitPortUp waits, woken by a monitor of the SB's Port_Binding table,
+// until the port's binding has a chassis and up=true.
+func awaitPortUp(ctx context.Context, socket, ifaceID string) error {
+	updates, err := ovsdb.Monitor(ctx, socket, "OVN_Southbound", "Port_Binding", []string{"up", "chassis"})
+	if err != nil {
+		updates = nil // polled instead
+	}
+	why := "no Port_Binding " + ifaceID + " in the SB yet"
+	interval := crossNodeSafety
+	if updates == nil {
+		interval = crossNodePoll
+	}
+	for {
+		rows, err := ovsdb.Select(ctx, socket, "OVN_Southbound", "Port_Binding",
+			[]any{[]any{"logical_port", "==", ifaceID}}, []string{"up", "chassis"})
+		switch {
+		case err != nil && ctx.Err() == nil:
+			why = err.Error()
+		case len(rows) == 1 && !isEmptySet(rows[0]["chassis"]) && strings.Contains(string(rows[0]["up"]), "true"):
+			return nil
+		case len(rows) == 1:
+			why = fmt.Sprintf("Port_Binding %s: its claim is not in the SB yet (chassis %s, up %s)", ifaceID, rows[0]["chassis"], rows[0]["up"])
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("before netready's barrier: %s", why)
+		case _, ok := <-updates:
+			if !ok {
+				updates, interval = nil, crossNodePoll
+			}
+		case <-time.After(interval):
 		}
 	}
 }

@@ -19,7 +19,11 @@ import (
 func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.Logger) marker.CheckResult {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.CrossNode.Timeout)
 	defer cancel()
-	cn := checks.WaitOVNCrossNode(ctx, conf.CrossNode, filepath.Join(conf.StateDir, att.Network))
+	var ifaceID string // as ovn-kubernetes names the pod's logical port
+	if att.Pod.Namespace != "" && att.Pod.Name != "" {
+		ifaceID = att.Pod.Namespace + "_" + att.Pod.Name
+	}
+	cn := checks.WaitOVNCrossNode(ctx, conf.CrossNode, ifaceID, filepath.Join(conf.StateDir, att.Network))
 	if len(cn.LeftOut) > 0 {
 		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
 	}
