@@ -214,7 +214,7 @@ func podEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, now
 
 // operatorReasons are the sidecar's Warning Node Events that ask the
 // operator to act.
-var operatorReasons = []string{"NetreadyPresetNotWriting", "NetreadyStatusInactive", "NetreadyInstallBackedOff", "NetreadyConfigInvalid", "NetreadyPoolUnknown"}
+var operatorReasons = []string{"NetreadyPresetNotWriting", "NetreadyStatusInactive", "NetreadyInstallBackedOff", "NetreadyConfigInvalid", "NetreadyPoolUnknown", "NetreadyScopeUnknown"}
 
 // nodeWarnings returns, per node, the sidecar's newest Event of each
 // operator reason, in operatorReasons' order. Node Events live in the

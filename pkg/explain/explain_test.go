@@ -18,6 +18,7 @@ import (
 
 	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/sidecar"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/taint"
 )
@@ -221,7 +222,7 @@ n1: NetreadyStatusInactive (5m0s ago): cniVersion 0.3.1
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
 func TestOperatorReasonsAreTheSidecars(t *testing.T) {
-	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, poolwatch.ReasonPoolUnknown}
+	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, poolwatch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
 	if diff := cmp.Diff(want, operatorReasons); diff != "" {
 		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}
