@@ -110,9 +110,12 @@ func TestNotObserved(t *testing.T) {
 			up.Status.PodIP = "10.200.0.9"
 			up.Status.StartTime = &metav1.Time{Time: time.Now()}
 			starting := gatedPod("starting", "u-starting")
-			h := start(t, func(o *Config) { o.UnobservedGrace = 500 * time.Millisecond; o.Unobserved = mode }, up, starting)
+			const grace = 2 * time.Second
+			h := start(t, func(o *Config) { o.UnobservedGrace = grace; o.Unobserved = mode }, up, starting)
 			time.Sleep(200 * time.Millisecond)
-			if c := h.condition("up"); c != nil {
+			// The grace runs from the sandbox's start: on a loaded machine
+			// the controller's own start can take most of it.
+			if c := h.condition("up"); c != nil && time.Since(up.Status.StartTime.Time) < grace {
 				t.Fatalf("condition before the grace ended: %+v", c)
 			}
 			want := corev1.ConditionTrue

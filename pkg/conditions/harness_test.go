@@ -109,6 +109,18 @@ func (h *harness) writeMarker(pod *corev1.Pod, network, ifName, state string, cr
 	}
 }
 
+// patchBodies lists the pods/status patches sent so far, for a failure
+// message.
+func (h *harness) patchBodies() []string {
+	var out []string
+	for _, a := range h.client.Actions() {
+		if p, ok := a.(k8stesting.PatchAction); ok && p.GetSubresource() == "status" {
+			out = append(out, string(p.GetPatch()))
+		}
+	}
+	return out
+}
+
 // patches counts pods/status patches sent so far.
 func (h *harness) patches() int {
 	n := 0

@@ -145,7 +145,7 @@ func TestProgressMessagesAreDebounced(t *testing.T) {
 	time.Sleep(time.Second)
 	close(stop)
 	if n, r := h.settle(), rounds.Load(); n > 2 || r < 20 {
-		t.Errorf("patches over %d progress rounds = %d, want at most 2", r, n)
+		t.Errorf("patches over %d progress rounds = %d, want at most 2:\n%s", r, n, strings.Join(h.patchBodies(), "\n"))
 	}
 	h.writeMarker(pod, "podnet", "eth0", marker.StateReady, time.Now())
 	h.waitFor("web-0", "True once ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
