@@ -47,6 +47,28 @@ func dial(ctx context.Context, socket string) (net.Conn, error) {
 // e.g. [["external_ids","includes",["map",[["sandbox","abc"]]]]]), with the
 // given columns. It ends by ctx's deadline.
 func Select(ctx context.Context, socket, database, table string, where []any, columns []string) ([]Row, error) {
+	op := map[string]any{"op": "select", "table": table, "where": where, "columns": columns}
+	result, err := transact(ctx, socket, database, op)
+	if err != nil {
+		return nil, err
+	}
+	var results []struct {
+		Rows  []Row  `json:"rows"`
+		Error string `json:"error"`
+	}
+	if err := json.Unmarshal(result, &results); err != nil || len(results) != 1 {
+		return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, result)
+	}
+	if results[0].Error != "" {
+		return nil, fmt.Errorf("OVSDB at %s: %s", socket, results[0].Error)
+	}
+	return results[0].Rows, nil
+}
+
+// transact sends one transact request with ops on its own connection and
+// returns the server's result, answering its echoes meanwhile. It ends by
+// ctx's deadline.
+func transact(ctx context.Context, socket, database string, ops ...any) (json.RawMessage, error) {
 	conn, err := dial(ctx, socket)
 	if err != nil {
 		return nil, err
@@ -54,8 +76,7 @@ func Select(ctx context.Context, socket, database, table string, where []any, co
 	defer conn.Close()
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
-	op := map[string]any{"op": "select", "table": table, "where": where, "columns": columns}
-	if err := send(conn, "transact", []any{database, op}, 1); err != nil {
+	if err := send(conn, "transact", append([]any{database}, ops...), 1); err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxAnswer)))
@@ -76,17 +97,7 @@ func Select(ctx context.Context, socket, database, table string, where []any, co
 		if len(m.Error) > 0 && string(m.Error) != "null" {
 			return nil, fmt.Errorf("OVSDB at %s: %s", socket, m.Error)
 		}
-		var results []struct {
-			Rows  []Row  `json:"rows"`
-			Error string `json:"error"`
-		}
-		if err := json.Unmarshal(m.Result, &results); err != nil || len(results) != 1 {
-			return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, m.Result)
-		}
-		if results[0].Error != "" {
-			return nil, fmt.Errorf("OVSDB at %s: %s", socket, results[0].Error)
-		}
-		return results[0].Rows, nil
+		return m.Result, nil
 	}
 }
 

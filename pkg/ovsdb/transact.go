@@ -1,12 +1,9 @@
 package ovsdb
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
-	"time"
 )
 
 // OpResult is the server's answer to one operation of a transaction.
@@ -23,53 +20,27 @@ type OpResult struct {
 // return is for a failure to ask or to read the answer. It ends by ctx's
 // deadline.
 func Transact(ctx context.Context, socket, database string, ops ...any) ([]OpResult, error) {
-	conn, err := dial(ctx, socket)
+	result, err := transact(ctx, socket, database, ops...)
 	if err != nil {
 		return nil, err
 	}
-	defer conn.Close()
-	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
-	defer stop()
-	if err := send(conn, "transact", append([]any{database}, ops...), 1); err != nil {
-		return nil, err
+	// A failed transaction answers with one more result than ops when the
+	// commit itself failed; a null marks an operation not run.
+	var raw []json.RawMessage
+	if err := json.Unmarshal(result, &raw); err != nil || len(raw) < len(ops) {
+		return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, result)
 	}
-	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxAnswer)))
-	for {
-		var m message
-		if err := dec.Decode(&m); err != nil {
-			return nil, fmt.Errorf("OVSDB at %s: %w", socket, err)
-		}
-		if m.Method == "echo" {
-			if err := reply(conn, m); err != nil {
-				return nil, err
-			}
+	out := make([]OpResult, len(raw))
+	for i, r := range raw {
+		if string(r) == "null" {
+			out[i].Error = "not run"
 			continue
 		}
-		if string(m.ID) != "1" {
-			continue
+		if err := json.Unmarshal(r, &out[i]); err != nil {
+			return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, result)
 		}
-		if len(m.Error) > 0 && string(m.Error) != "null" {
-			return nil, fmt.Errorf("OVSDB at %s: %s", socket, m.Error)
-		}
-		// A failed transaction answers with one more result than ops
-		// when the commit itself failed; a null marks an operation not
-		// run.
-		var raw []json.RawMessage
-		if err := json.Unmarshal(m.Result, &raw); err != nil || len(raw) < len(ops) {
-			return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, m.Result)
-		}
-		out := make([]OpResult, len(raw))
-		for i, r := range raw {
-			if string(r) == "null" {
-				out[i].Error = "not run"
-				continue
-			}
-			if err := json.Unmarshal(r, &out[i]); err != nil {
-				return nil, fmt.Errorf("OVSDB at %s: unexpected answer %s", socket, m.Result)
-			}
-		}
-		return out, nil
 	}
+	return out, nil
 }
 
 // Int reads an OVSDB integer column.
