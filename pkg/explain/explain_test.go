@@ -18,8 +18,8 @@ import (
 
 	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/poolwatch"
-	"github.com/netready/netready/pkg/sidecar"
 	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/sidecar"
 	"github.com/netready/netready/pkg/taint"
 )
 
