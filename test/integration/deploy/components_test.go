@@ -110,5 +110,14 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 		if ds.Spec.Template.Spec.ServiceAccountName != "netready-sidecar" || len(container(ds, "sidecar").VolumeMounts) == 0 {
 			t.Errorf("the uninstall DaemonSet lost the sidecar's identity or mounts")
 		}
+		// With monitoring on, the sidecar stays scrapable while it
+		// uninstalls, so NetreadyDown does not fire for a slow roll-out.
+		if !slices.Contains(sidecar, "--listen=$(METRICS_LISTEN)") {
+			t.Errorf("the uninstalling sidecar does not listen on METRICS_LISTEN: %v", sidecar)
+		}
+		monitored := container(daemonSet(t, harness.KustomizeWith(t, "calico", "pool", "monitoring", "uninstall")), "sidecar")
+		if listen := envValue(monitored.Env, "METRICS_LISTEN"); listen != "0.0.0.0:9095" || !slices.Contains(monitored.Command, "--listen=$(METRICS_LISTEN)") {
+			t.Errorf("with monitoring, the uninstalling sidecar listens on %q (%v), want 0.0.0.0:9095", listen, monitored.Command)
+		}
 	})
 }
