@@ -13,6 +13,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/ovsdb"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // KindOVNCrossNode names the cross-node wait's result in the marker.
@@ -54,9 +55,9 @@ const (
 
 // behindFile remembers, per node, since when each chassis has been behind
 // a barrier, so that a chassis found stalled by one ADD is left out at once
-// by the next, not after another stallAfter. It has no .json suffix, so
+// by the next, not after another stallAfter. It has no marker suffix, so
 // the marker GC leaves it alone; losing it costs only a wait.
-const behindFile = ".ovn-chassis-behind"
+const behindFile = statedir.ChassisBehind
 
 // behind is one chassis that had not reached Target at Since (this node's
 // clock: only this node's ADDs read and write the file).

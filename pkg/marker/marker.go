@@ -17,6 +17,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // Version is the marker format version.
@@ -152,7 +153,7 @@ func (k Key) Validate() error {
 
 // FileName is the marker's name within its network folder.
 func (k Key) FileName() string {
-	return k.ContainerID + "_" + k.IfName + ".json"
+	return k.ContainerID + "_" + k.IfName + statedir.MarkerSuffix
 }
 
 // Store is the state folder.
@@ -276,17 +277,11 @@ func (s Store) Remove(k Key) error {
 	return errors.Join(errs...)
 }
 
-// staleTmpAge is how long a temp file must have been unchanged before GC
-// removes it. A write takes milliseconds, so one this old was killed; a
-// younger one may be a write in progress (an ADD's marker, the sidecar's
-// re-check, STATUS's own records), whose rename would fail if it went.
-const staleTmpAge = time.Minute
-
 // GC removes the markers of network whose attachment is not in keep, and
-// the temp files in the network's folder unchanged for staleTmpAge before
-// now, whatever they were for: writers killed while writing left them. It
-// never looks outside the network's own folder. It returns the names it
-// removed.
+// the temp files in the network's folder unchanged for
+// statedir.StaleTempAge before now, whatever they were for: writers killed
+// while writing left them. It never looks outside the network's own
+// folder. It returns the names it removed.
 func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 	if err := (Key{Network: network, ContainerID: "x", IfName: "x"}).Validate(); err != nil {
 		return nil, err
@@ -307,20 +302,8 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 	var errs []error
 	for _, e := range entries {
 		name := e.Name()
-		if !e.Type().IsRegular() {
-			continue
-		}
-		switch {
-		case strings.HasPrefix(name, atomicfile.TempPrefix):
-			info, err := e.Info()
-			if err != nil || now.Sub(changedAt(info)) < staleTmpAge {
-				continue
-			}
-		case strings.HasSuffix(name, ".json"):
-			if valid[name] {
-				continue
-			}
-		default:
+		if !e.Type().IsRegular() || !strings.HasSuffix(name, statedir.MarkerSuffix) || valid[name] ||
+			strings.HasPrefix(name, atomicfile.TempPrefix) {
 			continue
 		}
 		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -329,5 +312,9 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		}
 		removed = append(removed, name)
 	}
-	return removed, errors.Join(errs...)
+	swept, err := statedir.Sweep(dir, "", statedir.Changed, now)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("gc: %w", err))
+	}
+	return append(removed, swept...), errors.Join(errs...)
 }

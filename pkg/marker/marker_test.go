@@ -15,6 +15,7 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 func sample() *Marker {
@@ -195,7 +196,7 @@ func TestGC(t *testing.T) {
 			[]string{"othernet/gone_eth0.json", "podnet/.agents-failing", "podnet/.pool",
 				"podnet/" + temps[3], "podnet/" + temps[2], "podnet/" + temps[1], "podnet/" + temps[0],
 				"podnet/README", "podnet/keep_eth0.json"}},
-		{"temp files unchanged for a minute go", time.Now().Add(staleTmpAge + time.Second),
+		{"temp files unchanged for a minute go", time.Now().Add(statedir.StaleTempAge + time.Second),
 			[]string{temps[3], temps[2], temps[1], temps[0]},
 			[]string{"othernet/gone_eth0.json", "podnet/.agents-failing", "podnet/.pool", "podnet/README", "podnet/keep_eth0.json"}},
 	}

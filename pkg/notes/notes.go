@@ -16,6 +16,7 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // InvalidConfigFile is, in a network's marker folder, the message of the
@@ -23,7 +24,7 @@ import (
 // netready's own configuration (a typo must not take the node NotReady),
 // so the sidecar reports it from this file instead, as a Node Event and
 // a metric. It is removed once an entry parses again.
-const InvalidConfigFile = ".config-invalid"
+const InvalidConfigFile = statedir.InvalidConfig
 
 // notePath is the note file name of network, or "" when the network's
 // name or the state folder cannot make a safe path.
@@ -82,7 +83,7 @@ func removeNote(stateDir, network, name string) error {
 // another agent keeps removing it. Pods started meanwhile skip netready;
 // the sidecar keeps those it did not see from passing their gate, and
 // raises the message as a Node Event and a metric.
-const InstallBackoffFile = ".install-backoff"
+const InstallBackoffFile = statedir.InstallBackoff
 
 // NoteInstallBackoff records the installer's backoff for the sidecar.
 func NoteInstallBackoff(stateDir, network, msg string) error {

@@ -20,12 +20,13 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/logfile"
+	"github.com/netready/netready/pkg/statedir"
 )
 
-// The journal's name in a network's marker folder, and its bound: 256 KiB
-// holds about 1,500 records.
+// The journal's name in a network's marker folder, and its bound
+// (docs/benchmarks.md says how many records fit).
 const (
-	FileName = ".outcomes"
+	FileName = statedir.Outcomes
 	MaxBytes = 256 << 10
 )
 

@@ -12,19 +12,17 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/statedir"
 )
 
-// failingFile is, in a network's marker folder, when each agent began
-// failing without a break: STATUS is one short process per call, so the
-// count across calls lives on disk. Its name ends in neither .json nor a
-// temp suffix, so neither GC nor the sidecar takes it for a marker.
-const failingFile = ".agents-failing"
-
-// failing maps an agent (its URL or path) to when it began failing.
+// failing is, in a network's marker folder (statedir.AgentsFailing), when
+// each agent began failing without a break: STATUS is one short process
+// per call, so the count across calls lives on disk. It maps an agent
+// (its URL or path) to when it began failing.
 type failing map[string]time.Time
 
 func failingPath(stateDir, network string) string {
-	return filepath.Join(stateDir, network, failingFile)
+	return filepath.Join(stateDir, network, statedir.AgentsFailing)
 }
 
 // readFailing reads the record; a missing or unreadable one is empty, so

@@ -1,4 +1,4 @@
-package marker
+package statedir
 
 import (
 	"io/fs"
@@ -7,8 +7,8 @@ import (
 )
 
 // changedAt is when a file's inode last changed. The change time, unlike
-// the modification time, moves when Replace swaps a temp file with the
-// marker: the temp file then holds the old marker's content and times,
+// the modification time, moves when atomicfile.Replace swaps a temp file
+// with its target: the temp file then holds the old content and times,
 // yet is part of a write in progress.
 func changedAt(info fs.FileInfo) time.Time {
 	if st, ok := info.Sys().(*syscall.Stat_t); ok {

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package marker
+package statedir
 
 import (
 	"io/fs"
@@ -8,8 +8,8 @@ import (
 )
 
 // changedAt is the modification time where the change time is not read:
-// markers and GC run only on Linux nodes; other systems build the
-// command-line tools that share this package.
+// sweeps run only on Linux nodes; other systems build the command-line
+// tools that share this package.
 func changedAt(info fs.FileInfo) time.Time {
 	return info.ModTime()
 }
