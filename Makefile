@@ -30,8 +30,8 @@ LDFLAGS := -s -w -X github.com/containernetworking/plugins/pkg/utils/buildversio
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./plugins/meta/netready
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "$(LDFLAGS)" -o $(BIN)/ ./cmd/...
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/agent
-	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-standin ./test/standin
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-testagent ./test/cmd/agent
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/netready-standin ./test/cmd/standin
 
 # The OCI image ghcr.io/netready/netready:dev as an archive, built without
 # Docker: static binaries on a scratch base. deploy/ names that tag; a
@@ -43,7 +43,7 @@ image: build
 # binary on scratch.
 client-image:
 	@rm -rf $(BIN)/client-rootfs && mkdir -p $(BIN)/client-rootfs
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/client-rootfs/client ./test/client
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o $(BIN)/client-rootfs/client ./test/cmd/client
 	scripts/oci-archive.sh $(BIN)/client-rootfs /client netready.test/client:1 $(BIN)/client-image.tar
 
 deps:

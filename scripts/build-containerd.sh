@@ -9,7 +9,7 @@ CONTAINERD_VERSION=v2.4.2
 CRICTL_VERSION=v1.34.0
 # The stamp hashes contents only, so that a clone in another folder (CI)
 # finds the cache.
-stamp="$out/.built-$CONTAINERD_VERSION-$CRICTL_VERSION-$(cat "$root/test/pause/main.go" "$root/scripts/build-containerd.sh" | sha256sum | cut -c1-12)"
+stamp="$out/.built-$CONTAINERD_VERSION-$CRICTL_VERSION-$(cat "$root/test/cmd/pause/main.go" "$root/scripts/build-containerd.sh" | sha256sum | cut -c1-12)"
 [ -f "$stamp" ] && exit 0
 mkdir -p "$out"
 echo "containerd: building containerd $CONTAINERD_VERSION, ctr, shim and crictl $CRICTL_VERSION into $out (a few minutes, once)"
@@ -35,6 +35,6 @@ export GONOSUMDB=sigs.k8s.io/cri-tools
 )
 
 # A pause image: a static Go binary in a one-layer OCI archive.
-CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/pause" "$root/test/pause"
+CGO_ENABLED=0 go build -trimpath -ldflags "-s -w" -o "$tmp/rootfs/pause" "$root/test/cmd/pause"
 "$root/scripts/oci-archive.sh" "$tmp/rootfs" /pause "netready.test/pause:1" "$out/pause.tar"
 touch "$stamp"

@@ -92,7 +92,7 @@ func BenchmarkAddOverhead(b *testing.B) {
 	}
 	fmt.Printf("  start alone (VERSION): netready p50 %s | tuning p50 %s | ratio %.2fx; a no-op Go binary p50 %s\n",
 		harness.Ms(harness.Percentile(nrV, .5)), harness.Ms(harness.Percentile(tuV, .5)), float64(harness.Percentile(nrV, .5))/float64(harness.Percentile(tuV, .5)), harness.Ms(harness.Percentile(no, .5)))
-	fmt.Printf("  floor: the same kernel work in a minimal Go program (test/floor: netns netlink socket, link and address lookups, route lookup, marker-sized file with fsync and rename) p50 %s | ratio to tuning %.2fx\n",
+	fmt.Printf("  floor: the same kernel work in a minimal Go program (test/cmd/floor: netns netlink socket, link and address lookups, route lookup, marker-sized file with fsync and rename) p50 %s | ratio to tuning %.2fx\n",
 		harness.Ms(harness.Percentile(fl, .5)), float64(harness.Percentile(fl, .5))/float64(harness.Percentile(tu, .5)))
 }
 
@@ -123,13 +123,13 @@ func everyNth(xs []time.Duration, first, n int) []time.Duration {
 	return out
 }
 
-// floorBinary builds test/floor the way the plugin is built.
+// floorBinary builds test/cmd/floor the way the plugin is built.
 func floorBinary(b testing.TB) string {
 	out := filepath.Join(b.TempDir(), "floor")
-	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./test/floor")
+	cmd := exec.Command("go", "build", "-trimpath", "-ldflags", "-s -w", "-o", out, "./test/cmd/floor")
 	cmd.Dir, cmd.Env = "../../..", append(os.Environ(), "CGO_ENABLED=0")
 	if msg, err := cmd.CombinedOutput(); err != nil {
-		b.Fatalf("build test/floor: %v\n%s", err, msg)
+		b.Fatalf("build test/cmd/floor: %v\n%s", err, msg)
 	}
 	return out
 }

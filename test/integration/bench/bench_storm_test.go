@@ -322,7 +322,7 @@ func kubeProxyRuleset(b *testing.B, prefix string, chains, rules int) {
 	})
 }
 
-// wakeFloor starts n test/floor processes at once that only wake every
+// wakeFloor starts n test/cmd/floor processes at once that only wake every
 // tick for span, and returns their CPU seconds.
 func wakeFloor(b *testing.B, n int, tick, span time.Duration) float64 {
 	bin := floorBinary(b)

@@ -43,7 +43,7 @@ var pluginQuickStarts = []pluginQuickStart{
 // component, with the prerequisite met), installed by the real
 // netready-install as the DaemonSet runs it, plus a fragment that points
 // the preset at the test's folders, as an operator's overlay does. A
-// stand-in plays the vendor's main plugin (test/standin); the agent is
+// stand-in plays the vendor's main plugin (test/cmd/standin); the agent is
 // real where it can run here (ovn-controller), else the stand-ins the
 // preset tests use (Felix's endpoint-status file, Cilium's REST API).
 // Each pod's ADD must hold until the agent has programmed it.
