@@ -4,12 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
 	"net/url"
 	"time"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/endpoint"
 	"github.com/netready/netready/pkg/httpget"
 	"github.com/netready/netready/pkg/watch"
 )
@@ -58,43 +58,24 @@ func NewHTTPCheck(raw, path string, judge Judge) (Check, error) {
 // the URL. Never a proxy, never DNS, never a redirect: only the loopback
 // address or the socket is dialled.
 func newHTTPCheck(raw, path, target string, judge Judge) (*httpCheck, error) {
-	u, err := url.Parse(raw)
+	e, err := endpoint.Parse(raw)
 	if err != nil {
-		return nil, never("url %q: %v", raw, err)
+		return nil, never("url %v", err)
 	}
-	dialer := &net.Dialer{}
-	c := &httpCheck{target: target, judge: judge}
-	switch u.Scheme {
-	case "unix":
-		sock := u.Path
-		c.client = &httpget.Client{Dial: func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "unix", sock) }}
+	c := &httpCheck{target: target, judge: judge, client: &httpget.Client{Dial: e.Dial}}
+	if e.Network == "unix" {
 		if path == "" {
 			path = "/"
 		}
-		c.host, c.path = "localhost", path
+		c.host, c.path = e.Host, path
 		if c.target == "" {
 			c.target = raw + " " + path
 		}
-	case "http":
-		host := u.Hostname()
-		if !config.IsLoopbackHost(host) {
-			return nil, never("url %q is not an IP literal on loopback", raw)
-		}
-		if host == "localhost" {
-			host = "127.0.0.1"
-		}
-		port := u.Port()
-		if port == "" {
-			port = "80"
-		}
-		addr := net.JoinHostPort(host, port)
-		c.client = &httpget.Client{Dial: func(ctx context.Context) (net.Conn, error) { return dialer.DialContext(ctx, "tcp", addr) }}
-		c.host, c.path = u.Host, u.RequestURI()
+	} else {
+		c.host, c.path = e.Host, e.URL.RequestURI()
 		if c.target == "" {
 			c.target = raw
 		}
-	default:
-		return nil, never("url %q: scheme must be http or unix", raw)
 	}
 	return c, nil
 }

@@ -4,10 +4,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/netip"
-	"net/url"
 	"path/filepath"
 	"strings"
+
+	"github.com/netready/netready/pkg/endpoint"
 )
 
 // Check kinds from the contract.
@@ -380,45 +380,24 @@ func expand(s string, value func(name string) (string, bool)) (string, error) {
 	}
 }
 
-// IsLoopbackHost reports whether host (as url.URL.Hostname returns it) is
-// an IP literal in 127.0.0.0/8, ::1, or exactly "localhost". Anything else,
-// "127.attacker.example" included, would need a name lookup.
-func IsLoopbackHost(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip, err := netip.ParseAddr(host)
-	if err != nil || ip.Zone() != "" {
-		return false
-	}
-	return (ip.Is4() && ip.As4()[0] == 127) || ip == netip.IPv6Loopback()
-}
-
+// validateHTTPURL checks an endpoint (package endpoint) and the "path"
+// that goes with it.
 func validateHTTPURL(raw, path string) error {
-	u, err := url.Parse(raw)
-	if err != nil {
-		return fmt.Errorf(`"url" %q: %w`, raw, err)
+	e, err := endpoint.Parse(raw)
+	switch {
+	case errors.Is(err, endpoint.ErrNotLoopback):
+		return fmt.Errorf(`"url" %q: the host must be an IP literal in 127.0.0.0/8, [::1], or exactly localhost; names are never resolved`, raw)
+	case errors.Is(err, endpoint.ErrScheme):
+		return fmt.Errorf(`"url" %q must start with http:// (loopback) or unix://`, raw)
+	case err != nil:
+		return fmt.Errorf(`"url" %w`, err)
 	}
-	switch u.Scheme {
-	case "http":
-		if !IsLoopbackHost(u.Hostname()) {
-			return fmt.Errorf(`"url" %q: the host must be an IP literal in 127.0.0.0/8, [::1], or exactly localhost; names are never resolved`, raw)
-		}
-		if path != "" {
-			return fmt.Errorf(`"path" applies only to unix:// urls; put it in "url"`)
-		}
-	case "unix":
-		if u.Host != "" || !filepath.IsAbs(u.Path) {
-			return fmt.Errorf(`"url" %q must be unix:///absolute/path.sock`, raw)
-		}
-		if len(u.Path) > 107 {
-			return fmt.Errorf(`"url" %q: unix socket path longer than 107 bytes`, raw)
-		}
+	if e.Network == "unix" {
 		if path != "" && !strings.HasPrefix(path, "/") {
 			return fmt.Errorf(`"path" %q must start with /`, path)
 		}
-	default:
-		return fmt.Errorf(`"url" %q must start with http:// (loopback) or unix://`, raw)
+	} else if path != "" {
+		return fmt.Errorf(`"path" applies only to unix:// urls; put it in "url"`)
 	}
 	return nil
 }
