@@ -193,6 +193,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// lost. Workers start only now, so that no pod is judged before all
 	// markers are known.
 	c.scan(w)
+	c.sweepMemory()
 	c.ready.Store(true)
 	c.log.Info("publishing markers", "stateDir", c.opts.StateDir, "condition", c.opts.ConditionType)
 

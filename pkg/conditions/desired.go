@@ -2,6 +2,7 @@ package conditions
 
 import (
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -23,6 +24,11 @@ type podView struct {
 	// their preset's agent is not set up to write on a network that never
 	// worked on this node, why.
 	NeverWrote map[*marker.Marker]string
+	// Memory is what earlier rounds left to remember of the pod; Lost
+	// says it could not be read (or is gone while the pod's condition
+	// says there was one), which judge takes as not ready.
+	Memory memory
+	Lost   bool
 }
 
 // judgeOptions are the controller's options that the judgement reads.
@@ -62,6 +68,9 @@ type judgement struct {
 	// Released is the backoff whose hold of the pod ran out, if Cond is
 	// what the pod shows after it: its Event names the backoff.
 	Released string
+	// Remember, when set, is the pod's memory to keep before Cond is
+	// published: a later round decides on it, never on Cond's message.
+	Remember *memory
 }
 
 // judge is the condition a gated pod should show: pure, from the pod, what
@@ -71,13 +80,26 @@ type judgement struct {
 // older than the pod's current one do not count (staleMarkers), and a pod
 // whose True was earned on markers that no longer count, or are gone, is
 // False with reason SandboxChanged until a marker of its current sandbox,
-// or the end of its unobserved grace, says otherwise.
+// or the end of its unobserved grace, says otherwise. What a later round
+// must know of that comes back in Remember, never in a message.
 func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement {
 	if pod.Spec.HostNetwork {
 		return judgement{Cond: publish.HostNetwork(o.CondType), Publish: true}
 	}
 	cur := publish.Current(pod, o.CondType)
-	current, stale := staleMarkers(pod, v.Markers, cur)
+	mem := v.Memory
+	if v.Lost {
+		mem = mem.withGone("", lostMarkers(v.Markers, cur))
+	}
+	// keep is the judgement j, with next as the memory to keep if it
+	// differs from what is kept (a lost memory is written again).
+	keep := func(j judgement, next memory) judgement {
+		if v.Lost || !next.equal(v.Memory) {
+			j.Remember = &next
+		}
+		return j
+	}
+	current, stale := staleMarkers(pod, v.Markers, mem)
 	var staleNames []string
 	for _, m := range stale {
 		staleNames = append(staleNames, markerName(m))
@@ -89,10 +111,11 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 			cond := publish.ForMarkers(current, o.CondType, o.PendingTimeout, now)
 			base = &cond
 		}
-		return judgement{Cond: publish.WithUnreadable(base, v.Unreadable, o.CondType), Publish: true}
+		return keep(judgement{Cond: publish.WithUnreadable(base, v.Unreadable, o.CondType), Publish: true}, mem)
 	}
 	if len(current) > 0 {
-		return notInEffect(current, v.NeverWrote, o, cur, staleNames, now)
+		j, next := notInEffect(current, v.NeverWrote, o, cur, mem, staleNames, now)
+		return keep(j, next)
 	}
 	var after time.Duration
 	if since, up := sandboxUp(pod); up {
@@ -101,39 +124,63 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 			// pod already judged otherwise keeps its condition: one bad
 			// file must not flip every running pod of the node.
 			if len(v.Strays) > 0 && (cur == nil || cur.Reason == publish.ReasonMarkerUnreadable) {
-				return judgement{Cond: publish.WithUnreadable(nil, v.Strays, o.CondType), Publish: true, FromStrays: true}
+				return keep(judgement{Cond: publish.WithUnreadable(nil, v.Strays, o.CondType), Publish: true, FromStrays: true}, mem)
 			}
+			next := mem.withGone("", staleNames)
 			j := judgement{Cond: publish.LeftBehind(publish.NotObserved(o.CondType, o.UnobservedReady, o.UnobservedGrace), staleNames), Publish: true}
 			if b, left := heldBy(o, cur, since, now); b != nil {
 				if left > 0 {
-					return judgement{Cond: publish.LeftBehind(publish.NotObservedHeld(o.CondType, b.Msg), staleNames), Publish: true, After: left}
+					return keep(judgement{Cond: publish.LeftBehind(publish.NotObservedHeld(o.CondType, b.Msg), staleNames), Publish: true, After: left}, next)
 				}
 				j.Released = b.Msg
 			}
-			return j
+			return keep(j, next)
 		}
 	}
 	if cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed && !finished(pod) {
-		return judgement{Cond: publish.SandboxChanged(o.CondType, publish.ParseSandbox(cur.Message), staleNames), Publish: true, After: after}
+		next := mem.withGone("", staleNames)
+		for _, id := range strings.Split(mem.Judged, ",") {
+			next = next.withGone(id, nil)
+		}
+		return keep(judgement{Cond: publish.SandboxChanged(o.CondType, mem.Judged, staleNames), Publish: true, After: after}, next)
 	}
-	return judgement{After: after}
+	return keep(judgement{After: after}, mem)
 }
 
-// notInEffect is the judgement of a pod from its current markers. Where
-// netready is not in effect, because every pending one waits on a preset
-// whose agent never wrote on this node (neverWrote), nothing will ever
-// tell: HoldMax after the last of their ADDs began, the pod is judged as
-// one netready did not see, as --unobserved says. A pod judged so keeps
-// it while the same sandbox's markers stay pending, also once the agent
-// writes: a True that has served is not taken back on a guess, and the
-// markers turning ready say the rest.
-func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string, o judgeOptions, cur *corev1.PodCondition, staleNames []string, now time.Time) judgement {
-	cond := publish.ForMarkers(current, o.CondType, o.PendingTimeout, now)
-	if cond.Status == corev1.ConditionTrue {
-		return judgement{Cond: cond, Publish: true}
+// lostMarkers names the markers that a pod's lost memory may have named as
+// gone: those of ADDs that began no later than the pod's condition was set
+// (in whole seconds), as any of them may be an older sandbox's. A lost
+// memory so ends in not ready, never in a True from a gone sandbox.
+func lostMarkers(ms []*marker.Marker, cur *corev1.PodCondition) []string {
+	if cur == nil {
+		return nil
 	}
-	if publish.IsNotInEffect(cur) && publish.ParseSandbox(cur.Message) == publish.ParseSandbox(cond.Message) {
-		return judgement{Cond: corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, Publish: true}
+	var out []string
+	for _, m := range ms {
+		if !m.CreatedAt.Truncate(time.Second).After(cur.LastTransitionTime.Time) {
+			out = append(out, markerName(m))
+		}
+	}
+	return out
+}
+
+// notInEffect is the judgement of a pod from its current markers, with the
+// memory to keep. Where netready is not in effect, because every pending
+// one waits on a preset whose agent never wrote on this node (neverWrote),
+// nothing will ever tell: HoldMax after the last of their ADDs began, the
+// pod is judged as one netready did not see, as --unobserved says. A pod
+// judged so keeps it while the same sandbox's markers stay pending, also
+// once the agent writes: a True that has served is not taken back on a
+// guess, and the markers turning ready say the rest.
+func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string, o judgeOptions, cur *corev1.PodCondition, mem memory, staleNames []string, now time.Time) (judgement, memory) {
+	cond := publish.ForMarkers(current, o.CondType, o.PendingTimeout, now)
+	judged := mem
+	judged.Judged, judged.NotInEffect = publish.SandboxIDs(current), false
+	if cond.Status == corev1.ConditionTrue {
+		return judgement{Cond: cond, Publish: true}, judged
+	}
+	if cur != nil && cur.Reason == publish.ReasonNotObserved && mem.NotInEffect && mem.Judged == judged.Judged {
+		return judgement{Cond: corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, Publish: true}, mem
 	}
 	var networks []string
 	var due time.Time
@@ -143,7 +190,7 @@ func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string,
 		}
 		if neverWrote[m] == "" {
 			// A check that can tell: it decides.
-			return judgement{Cond: cond, Publish: true}
+			return judgement{Cond: cond, Publish: true}, judged
 		}
 		if !slices.Contains(networks, m.Network) {
 			networks = append(networks, m.Network)
@@ -153,10 +200,12 @@ func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string,
 		}
 	}
 	if left := due.Sub(now); left > 0 {
-		return judgement{Cond: cond, Publish: true, After: left}
+		return judgement{Cond: cond, Publish: true, After: left}, judged
 	}
 	slices.Sort(networks)
-	return judgement{Cond: publish.LeftBehind(publish.NotInEffect(current, o.CondType, o.PendingTimeout, now, o.UnobservedReady, networks, o.HoldMax), staleNames), Publish: true}
+	judged = judged.withGone("", staleNames)
+	judged.NotInEffect = true
+	return judgement{Cond: publish.LeftBehind(publish.NotInEffect(current, o.CondType, o.PendingTimeout, now, o.UnobservedReady, networks, o.HoldMax), staleNames), Publish: true}, judged
 }
 
 // heldBy returns the installer's backoff that holds a pod with no marker
@@ -193,9 +242,9 @@ func finished(pod *corev1.Pod) bool {
 // and those of an older one, which DEL did not remove (a stateDir that
 // outlives a reboot, a runtime that lost the sandbox, netready out of the
 // chain at DEL). A marker is of an older sandbox when:
-//   - the pod's condition (cur) names it, or its sandbox, as gone
-//     (publish.ParseLeftBehind): a sandbox never comes back, and once a
-//     new one is up with the same IP nothing else tells them apart;
+//   - the pod's memory names it, or its sandbox, as gone: a sandbox
+//     never comes back, and once a new one is up with the same IP nothing
+//     else tells them apart;
 //   - another sandbox's marker of the pod is newer;
 //   - PodReadyToStartContainers turned False after the marker's ADD began
 //     (the sandbox went down after it; kubelet's and the marker's times
@@ -204,14 +253,11 @@ func finished(pod *corev1.Pod) bool {
 //     PodReadyToStartContainers) with IPs, and none of that sandbox's
 //     markers holds one of them (a secondary network's marker may hold none; its
 //     primary's does).
-func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, cur *corev1.PodCondition) (current, stale []*marker.Marker) {
+func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, stale []*marker.Marker) {
 	if len(ms) == 0 {
 		return nil, nil
 	}
-	goneSandboxes, goneMarkers := publish.ParseLeftBehind(cur)
-	gone := func(m *marker.Marker) bool {
-		return slices.Contains(goneSandboxes, publish.ShortID(m.ContainerID)) || slices.Contains(goneMarkers, markerName(m))
-	}
+	gone := func(m *marker.Marker) bool { return mem.gone(publish.ShortID(m.ContainerID), markerName(m)) }
 	newest := ms[0]
 	for _, m := range ms[1:] {
 		if m.CreatedAt.After(newest.CreatedAt.Time) {

@@ -99,8 +99,8 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(tt.pod, podView{Markers: tt.markers}, o, now)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			got := judge(tt.pod, podView{Markers: tt.markers, Memory: remembered(tt.pod, "T")}, o, now)
+			if diff := cmp.Diff(tt.want, got, ignoreMemory); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
@@ -160,8 +160,8 @@ func TestJudgeInstallBackoff(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&o)
 			}
-			got := judge(tt.pod, podView{}, o, now)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			got := judge(tt.pod, podView{Memory: remembered(tt.pod, "T")}, o, now)
+			if diff := cmp.Diff(tt.want, got, ignoreMemory); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
@@ -213,8 +213,8 @@ func TestJudgeNewSandboxWithTheOldIP(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(tt.pod, podView{Markers: tt.markers}, o, now)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			got := judge(tt.pod, podView{Markers: tt.markers, Memory: remembered(tt.pod, "T")}, o, now)
+			if diff := cmp.Diff(tt.want, got, ignoreMemory); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
@@ -287,12 +287,12 @@ func TestJudgeNotInEffect(t *testing.T) {
 			if tt.edit != nil {
 				tt.edit(&o)
 			}
-			v := podView{Markers: tt.markers, NeverWrote: map[*marker.Marker]string{}}
+			v := podView{Markers: tt.markers, NeverWrote: map[*marker.Marker]string{}, Memory: remembered(tt.pod, "T")}
 			for _, m := range tt.neverWrote {
 				v.NeverWrote[m] = why
 			}
 			got := judge(tt.pod, v, o, now)
-			if diff := cmp.Diff(tt.want, got); diff != "" {
+			if diff := cmp.Diff(tt.want, got, ignoreMemory); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})

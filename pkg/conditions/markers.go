@@ -30,8 +30,8 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 	}
 	seen, listed := map[string]bool{}, map[string]bool{}
 	for _, n := range nets {
-		if !n.IsDir() {
-			continue
+		if !n.IsDir() || strings.HasPrefix(n.Name(), ".") {
+			continue // the sidecar's own (MemoryDir): no network is named so
 		}
 		dir := filepath.Join(c.opts.StateDir, n.Name())
 		if err := w.Add(dir); err != nil {
@@ -71,7 +71,7 @@ func isMarker(name string) bool {
 
 func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 	if filepath.Dir(ev.Name) == filepath.Clean(c.opts.StateDir) {
-		if info, err := os.Stat(ev.Name); err == nil && info.IsDir() {
+		if info, err := os.Stat(ev.Name); err == nil && info.IsDir() && !strings.HasPrefix(info.Name(), ".") {
 			c.scan(w) // a new network folder
 		}
 		return

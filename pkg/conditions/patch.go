@@ -37,9 +37,27 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		return nil
 	}
 	j, basis := c.desired(pod)
+	// The memory is kept first: a later round must never find less than
+	// what was published. A memory that cannot be kept still lets a not
+	// ready condition out, so that no True outlives its sandbox.
+	var kept error
+	if j.Remember != nil {
+		if kept = writeMemory(c.opts.StateDir, pod.UID, *j.Remember); kept != nil && (!j.Publish || j.Cond.Status == corev1.ConditionTrue) {
+			return kept
+		}
+	}
 	if !j.Publish {
 		return nil
 	}
+	if err := c.publish(ctx, key, pod, j, basis); err != nil {
+		return err
+	}
+	return kept
+}
+
+// publish sends the judgement j of a gated pod if the pod does not show it
+// yet. An error means: try again later.
+func (c *Controller) publish(ctx context.Context, key string, pod *corev1.Pod, j judgement, basis string) error {
 	want := j.Cond
 	cur := publish.Current(pod, c.opts.ConditionType)
 	if publish.Shows(cur, want) || c.alreadySent(pod, want) {
@@ -169,6 +187,7 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, string) {
 	if !pod.Spec.HostNetwork {
 		v.Markers, v.Unreadable, v.NeverWrote, basis = c.podMarkers(pod)
 		v.Strays = c.index.strays()
+		v.Memory, v.Lost = c.podMemory(pod, &v)
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
@@ -180,4 +199,26 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, string) {
 		basis = "strays"
 	}
 	return j, basis
+}
+
+// podMemory reads what earlier rounds left to remember of pod, and
+// whether it is lost: unreadable as a memory, or missing while the pod's
+// condition says there was one (SandboxChanged always names a gone
+// sandbox). An error of reading keeps the pod not ready, as an unreadable
+// marker does, and is retried.
+func (c *Controller) podMemory(pod *corev1.Pod, v *podView) (memory, bool) {
+	m, err := readMemory(c.opts.StateDir, pod.UID)
+	switch {
+	case err == nil:
+		return m, false
+	case errors.Is(err, errNoMemory):
+		cur := publish.Current(pod, c.opts.ConditionType)
+		return memory{}, cur != nil && cur.Reason == publish.ReasonSandboxChanged
+	case errors.Is(err, errMemoryLost):
+		c.note(memoryPath(c.opts.StateDir, pod.UID), "the pod's memory cannot be read as one; its markers from before its condition count as gone", "err", err)
+		return memory{}, true
+	}
+	v.Unreadable = append(v.Unreadable, publish.Unreadable{Path: memoryPath(c.opts.StateDir, pod.UID), Err: err})
+	c.queue.AddAfter(pod.Namespace+"/"+pod.Name, c.retryEvery)
+	return memory{}, false
 }

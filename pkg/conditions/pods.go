@@ -89,6 +89,9 @@ func (c *Controller) onPodDeleted(obj any) {
 	c.ledger.forget(pod.UID)
 	c.logs.forget(pod.Namespace + "/" + pod.Name)
 	c.gated.remove(pod.UID)
+	if err := forgetMemory(c.opts.StateDir, pod.UID); err != nil {
+		c.log.Warn("cannot remove a deleted pod's memory; the next start sweeps it", "pod", pod.Namespace+"/"+pod.Name, "err", err)
+	}
 }
 
 // gatedPods are this node's pods with the readiness gate (gates are
@@ -111,4 +114,20 @@ func (g *gatedPods) remove(uid types.UID) {
 	defer g.mu.Unlock()
 	delete(g.uids, uid)
 	g.metrics.GatedPods.Set(float64(len(g.uids)))
+}
+
+// sweepMemory removes the memory of pods that left the node while the
+// sidecar was down. The pod cache has synced.
+func (c *Controller) sweepMemory() {
+	onNode := map[types.UID]bool{}
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		onNode[pod.UID] = true
+	}
+	if err := sweepMemory(c.opts.StateDir, func(uid types.UID) bool { return onNode[uid] }, c.now()); err != nil {
+		c.log.Warn("sweep pod memory", "err", err)
+	}
 }

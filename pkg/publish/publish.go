@@ -58,17 +58,11 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 		return cmp.Or(strings.Compare(a.Network, b.Network), strings.Compare(a.IfName, b.IfName))
 	})
 	c := corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonProgrammed}
-	// The sandbox judged comes first: a restarted sidecar, or a reader,
-	// can tell a True of an older sandbox from one of the pod's own.
-	var sandboxes []string
-	for _, m := range ms {
-		if id := ShortID(m.ContainerID); id != "" && !slices.Contains(sandboxes, id) {
-			sandboxes = append(sandboxes, id)
-		}
-	}
-	parts := []string{"sandbox " + strings.Join(sandboxes, ",")}
-	if len(sandboxes) == 0 {
-		parts = nil
+	// The sandbox judged comes first: a reader can tell a True of an
+	// older sandbox from one of the pod's own.
+	var parts []string
+	if ids := SandboxIDs(ms); ids != "" {
+		parts = []string{"sandbox " + ids}
 	}
 	for _, m := range ms {
 		name := fmt.Sprintf("network %s (%s)", m.Network, m.IfName)
@@ -86,6 +80,22 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 	}
 	c.Message = truncate(strings.Join(parts, "; "))
 	return c
+}
+
+// SandboxIDs names the sandboxes of ms as ForMarkers does: their ShortIDs,
+// comma-separated, in the order of ms sorted by network and interface.
+func SandboxIDs(ms []*marker.Marker) string {
+	ms = slices.Clone(ms)
+	slices.SortFunc(ms, func(a, b *marker.Marker) int {
+		return cmp.Or(strings.Compare(a.Network, b.Network), strings.Compare(a.IfName, b.IfName))
+	})
+	var sandboxes []string
+	for _, m := range ms {
+		if id := ShortID(m.ContainerID); id != "" && !slices.Contains(sandboxes, id) {
+			sandboxes = append(sandboxes, id)
+		}
+	}
+	return strings.Join(sandboxes, ",")
 }
 
 // ShortID is a sandbox (container) ID as the condition names it: its first
@@ -111,17 +121,16 @@ func SandboxChanged(condType, was string, stale []string) corev1.PodCondition {
 	return LeftBehind(c, stale)
 }
 
-// The texts by which a condition names what it was judged without, read
-// back by ParseLeftBehind.
+// The texts by which a condition names what it was judged without, which
+// ParseLeftBehind reads back for readers that have only the API.
 const (
 	sandboxGone = " is gone"
 	leftLead    = " (markers of an older sandbox left: "
 )
 
 // LeftBehind is c naming stale, the markers (<ShortID>_<ifName>) of an
-// older sandbox still on disk. The condition is the one record of them
-// that outlives the sandbox's going down: once a new sandbox is up with the
-// same IP, nothing else tells them from its own (ParseLeftBehind).
+// older sandbox still on disk, for people: the message is cut at a bound,
+// so the sidecar keeps what it must remember of them elsewhere.
 func LeftBehind(c corev1.PodCondition, stale []string) corev1.PodCondition {
 	if len(stale) > 0 {
 		c.Message += leftLead + strings.Join(stale, ", ") + ")"
@@ -132,7 +141,9 @@ func LeftBehind(c corev1.PodCondition, stale []string) corev1.PodCondition {
 
 // ParseLeftBehind reads back, from a SandboxChanged or NotObserved
 // condition, the sandboxes it names as gone and the markers it names as an
-// older sandbox's (LeftBehind). Other conditions name none.
+// older sandbox's (LeftBehind), as far as the message was not cut. Other
+// conditions name none. It is for readers; the sidecar never decides on
+// it.
 func ParseLeftBehind(c *corev1.PodCondition) (sandboxes, markers []string) {
 	if c == nil || (c.Reason != ReasonSandboxChanged && c.Reason != ReasonNotObserved) {
 		return nil, nil
@@ -246,7 +257,7 @@ func NotInEffect(ms []*marker.Marker, condType string, patience time.Duration, n
 		verdict += "; keeping it not ready (--unobserved=notready)"
 	}
 	head, rest := "", base.Message
-	if id := ParseSandbox(base.Message); id != "" {
+	if id := SandboxIDs(ms); id != "" {
 		head, rest = "sandbox "+id+"; ", strings.TrimPrefix(base.Message, "sandbox "+id+"; ")
 	}
 	c.Message = truncate(head + verdict + "; " + rest)

@@ -1,0 +1,174 @@
+package conditions
+
+import (
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/netready/netready/pkg/atomicfile"
+)
+
+// MemoryDir is, in the state folder, where the sidecar keeps what it must
+// remember of each pod between rounds (memory), one file per pod UID. It
+// lives beside the markers, so that the two share a lifetime: a sidecar
+// restart keeps both, and a reboot that clears the markers clears it too.
+// It starts with a dot: no network folder can be named so.
+const MemoryDir = ".pods"
+
+// memoryVersion is the version of a memory file this sidecar writes and
+// reads; any other is unreadable, and so ends in not ready.
+const memoryVersion = 1
+
+// memory is what the sidecar remembers of one pod. The condition's message
+// is for people and cut at a bound; what a later round decides on is kept
+// here, in full.
+type memory struct {
+	Version int `json:"version"`
+	// GoneSandboxes (ShortID) and GoneMarkers (<ShortID>_<ifName>) are
+	// sandboxes and markers of an older sandbox that a published
+	// condition named as gone. A sandbox never comes back, so they only
+	// grow: once a new sandbox is up with the same IP, nothing else tells
+	// them from its own.
+	GoneSandboxes []string `json:"goneSandboxes,omitempty"`
+	GoneMarkers   []string `json:"goneMarkers,omitempty"`
+	// Judged is the sandboxes (publish.SandboxIDs) of the last condition
+	// judged on markers, and NotInEffect whether it was NotInEffect's
+	// verdict.
+	Judged      string `json:"judged,omitempty"`
+	NotInEffect bool   `json:"notInEffect,omitempty"`
+}
+
+// gone reports whether the memory names m's sandbox or m as gone.
+func (m memory) gone(sandbox, name string) bool {
+	return slices.Contains(m.GoneSandboxes, sandbox) || slices.Contains(m.GoneMarkers, name)
+}
+
+// withGone is m also naming sandbox (if any) and markers as gone.
+func (m memory) withGone(sandbox string, markers []string) memory {
+	if sandbox != "" && !slices.Contains(m.GoneSandboxes, sandbox) {
+		m.GoneSandboxes = append(slices.Clone(m.GoneSandboxes), sandbox)
+		slices.Sort(m.GoneSandboxes)
+	}
+	for _, name := range markers {
+		if !slices.Contains(m.GoneMarkers, name) {
+			m.GoneMarkers = append(slices.Clone(m.GoneMarkers), name)
+		}
+	}
+	slices.Sort(m.GoneMarkers)
+	return m
+}
+
+// merged is m with what other names as gone: two writers (a sidecar and
+// its successor during a rollout) never forget each other's.
+func (m memory) merged(other memory) memory {
+	for _, s := range other.GoneSandboxes {
+		m = m.withGone(s, nil)
+	}
+	return m.withGone("", other.GoneMarkers)
+}
+
+func (m memory) equal(o memory) bool {
+	return slices.Equal(m.GoneSandboxes, o.GoneSandboxes) && slices.Equal(m.GoneMarkers, o.GoneMarkers) &&
+		m.Judged == o.Judged && m.NotInEffect == o.NotInEffect
+}
+
+// memoryPath is where the memory of the pod uid is kept.
+func memoryPath(stateDir string, uid types.UID) string {
+	return filepath.Join(stateDir, MemoryDir, string(uid)+".json")
+}
+
+// Why a memory could not be read: there is none (errNoMemory), or what
+// is there is not one this sidecar can read (errMemoryLost). Any other
+// error is one of reading, which may clear.
+var (
+	errNoMemory   = errors.New("no memory of the pod")
+	errMemoryLost = errors.New("pod memory lost")
+)
+
+// readMemory reads the memory of a pod.
+func readMemory(stateDir string, uid types.UID) (memory, error) {
+	path := memoryPath(stateDir, uid)
+	data, err := os.ReadFile(path)
+	if errors.Is(err, fs.ErrNotExist) {
+		return memory{}, errNoMemory
+	}
+	if err != nil {
+		return memory{}, fmt.Errorf("read pod memory: %w", err)
+	}
+	var m memory
+	if err := json.Unmarshal(data, &m); err != nil {
+		return memory{}, fmt.Errorf("%w: %s: %w", errMemoryLost, path, err)
+	}
+	if m.Version != memoryVersion {
+		return memory{}, fmt.Errorf("%w: %s: version %d, want %d", errMemoryLost, path, m.Version, memoryVersion)
+	}
+	return m, nil
+}
+
+// writeMemory keeps m as the memory of the pod uid, with whatever the file
+// names as gone already (another sidecar's).
+func writeMemory(stateDir string, uid types.UID, m memory) error {
+	if old, err := readMemory(stateDir, uid); err == nil {
+		m = m.merged(old)
+	}
+	m.Version = memoryVersion
+	data, err := json.Marshal(m)
+	if err != nil {
+		return err
+	}
+	if err := os.MkdirAll(filepath.Join(stateDir, MemoryDir), 0o755); err != nil {
+		return fmt.Errorf("pod memory: %w", err)
+	}
+	if err := atomicfile.Write(memoryPath(stateDir, uid), append(data, '\n'), 0o644); err != nil {
+		return fmt.Errorf("pod memory: %w", err)
+	}
+	return nil
+}
+
+// forgetMemory removes the memory of a deleted pod.
+func forgetMemory(stateDir string, uid types.UID) error {
+	if err := os.Remove(memoryPath(stateDir, uid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return fmt.Errorf("pod memory: %w", err)
+	}
+	return nil
+}
+
+// staleTempAge: a memory temp file unchanged this long was left by a
+// writer killed while writing.
+const staleTempAge = time.Minute
+
+// sweepMemory removes the memory of pods that are no longer on the node
+// (deleted while the sidecar was down), and temp files writers left.
+func sweepMemory(stateDir string, known func(types.UID) bool, now time.Time) error {
+	dir := filepath.Join(stateDir, MemoryDir)
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("pod memory: %w", err)
+	}
+	var errs []error
+	for _, e := range entries {
+		name := e.Name()
+		if _, tmp := atomicfile.TempTarget(name); tmp {
+			if info, err := e.Info(); err != nil || now.Sub(info.ModTime()) < staleTempAge {
+				continue
+			}
+		} else if uid, ok := strings.CutSuffix(name, ".json"); !ok || known(types.UID(uid)) {
+			continue
+		}
+		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
