@@ -4,11 +4,10 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/url"
 	"strings"
 	"time"
 
-	"github.com/netready/netready/pkg/config"
+	netendpoint "github.com/netready/netready/pkg/endpoint"
 	"github.com/netready/netready/pkg/httpget"
 )
 
@@ -28,34 +27,15 @@ type endpoint struct {
 }
 
 func parseEndpoint(raw string) (endpoint, error) {
-	u, err := url.Parse(raw)
+	e, err := netendpoint.Parse(raw)
 	if err != nil {
-		return endpoint{}, fmt.Errorf("%q: %w", raw, err)
+		return endpoint{}, err
 	}
-	var d net.Dialer
-	switch u.Scheme {
-	case "unix":
-		sock := u.Path
-		return endpoint{raw: raw, host: "localhost",
-			dial: func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "unix", sock) }}, nil
-	case "http":
-		host := u.Hostname()
-		if !config.IsLoopbackHost(host) {
-			return endpoint{}, fmt.Errorf("%q is not an IP literal on loopback", raw)
-		}
-		if host == "localhost" {
-			host = "127.0.0.1"
-		}
-		port := u.Port()
-		if port == "" {
-			port = "80"
-		}
-		addr := net.JoinHostPort(host, port)
-		return endpoint{raw: raw, host: u.Host, path: strings.TrimSuffix(u.EscapedPath(), "/"),
-			dial: func(ctx context.Context) (net.Conn, error) { return d.DialContext(ctx, "tcp", addr) }}, nil
-	default:
-		return endpoint{}, fmt.Errorf("%q: the scheme must be unix or http", raw)
+	ep := endpoint{raw: raw, host: e.Host, dial: e.Dial}
+	if e.Network != "unix" {
+		ep.path = strings.TrimSuffix(e.URL.EscapedPath(), "/")
 	}
+	return ep, nil
 }
 
 // get sends GET target and returns the body of a 200 answer, of at most

@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // countCache is a count of one folder, valid while the folder's identity
@@ -25,9 +26,9 @@ type countCache struct {
 }
 
 // CountCached is Count, reusing the count kept in cachePath while host-local
-// has added and removed nothing since. STATUS runs every few seconds, and a
-// pool of 65,000 addresses costs a folder read of tens of milliseconds; the
-// sidecar's pool watch counts on every change, so that STATUS finds the
+// has added and removed nothing since. STATUS runs every few seconds, and
+// reading a large pool's folder costs more than all the rest of STATUS
+// (docs/benchmarks.md); the sidecar's pool watch counts on every change, so that STATUS finds the
 // count kept. start is when the caller began, taken before this call.
 //
 // keepAt is zero when the count returned is kept (or came from the cache).
@@ -96,28 +97,15 @@ func keepableFrom(mtime time.Time) time.Time {
 // marker folder, under a name that is never a marker's, so that marker GC
 // removes the temp file of a writer killed while writing it.
 func CachePath(stateDir, network string) string {
-	return filepath.Join(stateDir, network, ".pool")
+	return filepath.Join(stateDir, network, statedir.Pool)
 }
 
-// staleTemp is how old a temp file of the cache must be before a count
-// removes it: older than any write of it can take.
-const staleTemp = time.Minute
-
 // removeStaleTemps removes the temp files that a writer of the cache
-// (STATUS or the sidecar) left when killed while writing. Marker GC would
-// too, but containerd never calls GC. A fresh one may be another write in
-// progress.
+// (STATUS or the sidecar) left when killed while writing (statedir.Sweep).
+// Marker GC would too, but containerd never calls GC. The cache is only
+// ever written whole, so its temp files' modification time tells their age.
 func removeStaleTemps(cachePath string, now time.Time) {
-	dir, name := filepath.Split(cachePath)
-	entries, _ := os.ReadDir(dir)
-	for _, e := range entries {
-		if target, ok := atomicfile.TempTarget(e.Name()); !ok || target != name {
-			continue
-		}
-		if info, err := e.Info(); err == nil && now.Sub(info.ModTime()) > staleTemp {
-			os.Remove(filepath.Join(dir, e.Name()))
-		}
-	}
+	_, _ = statedir.Sweep(filepath.Dir(cachePath), filepath.Base(cachePath), statedir.Modified, now)
 }
 
 func readCache(path string) (countCache, bool) {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // keptFor is how long STATUS reuses an agent's answer. containerd runs
@@ -32,7 +33,7 @@ type keptAnswer struct {
 // in the network's marker folder, beside host-local's kept count
 // (CachePath), under a name that is never a marker's.
 func AgentCachePath(stateDir, network string) string {
-	return filepath.Join(stateDir, network, ".pool-agent")
+	return filepath.Join(stateDir, network, statedir.PoolAgent)
 }
 
 // ReadKept reads src for STATUS: the answer kept at path when it is from

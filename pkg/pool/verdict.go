@@ -12,6 +12,7 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // VerdictMaxAge is how old the sidecar's verdict may be before STATUS
@@ -31,7 +32,7 @@ type verdict struct {
 // for STATUS: in the network's marker folder, beside STATUS's own kept
 // answers, under a name that is never a marker's.
 func VerdictPath(stateDir, network string) string {
-	return filepath.Join(stateDir, network, ".pool-verdict")
+	return filepath.Join(stateDir, network, statedir.PoolVerdict)
 }
 
 // WriteVerdict keeps the sidecar's count of a source's pool at path, as
