@@ -259,8 +259,8 @@ func ruleSource(fam nftables.TableFamily, table, chain string, m nftrule.Match) 
 // chainHolds reads one chain's rules (never the whole ruleset) and reports
 // whether one matches m, or why not. A rule is decoded only when its raw
 // attributes may hold a match: in a storm, the chain holds every other
-// pod's rule, and decoding them all on each safety re-check was most of a
-// waiting rule check's CPU.
+// pod's rule, and decoding them all on each safety re-check would be most
+// of a waiting rule check's CPU (docs/benchmarks.md).
 func (e *Env) chainHolds(fam nftables.TableFamily, table, chain string, m nftrule.Match) (bool, string) {
 	var (
 		held   bool

@@ -24,7 +24,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
-	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/scopecheck"
 	"github.com/netready/netready/pkg/writegate"
 )
@@ -143,19 +143,19 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	}
 	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
-		// pod publishing. Sharing one client, a Node that could not be
-		// read (404, retried with backoff) slowed every pod patch to the
-		// Node's retry pace (BenchmarkPublishLatency).
+		// pod publishing, and a Node that cannot be read (404, retried
+		// with backoff) never slows pod patches to the Node's retry pace
+		// (BenchmarkPublishLatency).
 		nodeClient, err := kubeapi.NewREST(cfg)
 		if err != nil {
 			return fmt.Errorf("kubernetes client: %w", err)
 		}
 		if o.Uninstall {
-			go poolwatch.LiftAll(ctx, nodeClient, o.NodeName, log, h)
+			go watch.LiftAll(ctx, nodeClient, o.NodeName, log, h)
 		} else {
-			pc := poolwatch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter,
+			pc := watch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter,
 				Clusters: newClusterSources(ctx, cfg, o.NodeName, log).get}
-			go poolwatch.New(pc, nodeClient, recorder, log, m, h).Run(ctx)
+			go watch.New(pc, nodeClient, recorder, log, m, h).Run(ctx)
 		}
 	}
 	err = c.Run(ctx)

@@ -47,8 +47,8 @@ func (o *Options) Defaults() {
 	}
 	if o.SafetyMax == 0 {
 		// Each re-check of a rule check reads its chain, which in a
-		// storm holds every other pod's rule: re-checked every second,
-		// a storm of waiting ADDs spent much of its CPU on re-checks
+		// storm holds every other pod's rule: backing off keeps a storm
+		// of waiting ADDs from spending its CPU on re-checks
 		// (docs/benchmarks.md).
 		o.SafetyMax = max(o.Safety, 4*time.Second)
 	}
