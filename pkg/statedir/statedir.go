@@ -1,7 +1,7 @@
-// Package statedir is the layout of a network's state folder,
-// <stateDir>/<network>/: every file's name, and the one sweeper of the
-// temp files that writers killed while writing leave there. It imports
-// nothing that needs the API server, so the plugin links it.
+// Package statedir is the layout of netready's state folder: a folder per
+// network, <stateDir>/<network>/, every file's name in it, and the one
+// sweeper of the temp files that writers killed while writing leave there.
+// It imports nothing that needs the API server, so the plugin links it.
 //
 // Markers are <containerID>_<ifName>.json (package marker). Every other
 // file's name starts with a dot and ends in no marker suffix, so that
@@ -12,6 +12,11 @@ package statedir
 
 // MarkerSuffix ends every marker's name, and no other file's.
 const MarkerSuffix = ".json"
+
+// PodMemories is, beside the network folders, the sidecar's folder of what
+// it remembers of each pod, one <podUID>.json each (package conditions).
+// It starts with a dot, as no network's name can.
+const PodMemories = ".pods"
 
 // The names of the other files in a network's folder, and who writes them.
 const (
