@@ -1,11 +1,13 @@
 //go:build integration
 
-// Package harness runs the real components the integration tests drive:
-// network namespaces and the plugin through cnitool and libcni, test agents,
-// containerd and CRI-O through the CRI, a real kube-apiserver (with etcd) and
-// a whole kubelet node, the real OVN and Cilium agents, the installer, the
-// sidecar, and the release, Helm and kustomize tools. It holds no tests; the
-// packages under test/integration do. Its functions take the test's
+// Package harness is the integration tests' environment: where the built
+// binaries are (Main checks them and guards the host's forwarding
+// sysctls), the repository's files, the release under test, and the small
+// host tools every room uses (running commands, waiting, free ports,
+// mounts, figures). Its subpackages run the components: cnitest (namespaces
+// and the plugin), runtimes (containerd, CRI-O), kube (API server, node,
+// sidecar, Helm, kustomize) and agents (OVN, Cilium). It holds no tests;
+// the packages under test/integration do. Its functions take the test's
 // testing.TB and clean up after it.
 package harness
 

@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package agents
 
 import (
 	"context"
@@ -21,6 +21,10 @@ import (
 	"github.com/containernetworking/plugins/pkg/ns"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // RealCilium is a real cilium-agent (built from the module proxy by
@@ -46,7 +50,7 @@ const CiliumNode = "nr-cil"
 
 // StartRealCilium runs a real cilium-agent against a, with a Node of
 // podCIDR, and stops it at cleanup.
-func StartRealCilium(t testing.TB, a *APIServer, podCIDR string) *RealCilium {
+func StartRealCilium(t testing.TB, a *kube.APIServer, podCIDR string) *RealCilium {
 	t.Helper()
 	bins := os.Getenv("NETREADY_CILIUM_BIN")
 	if bins == "" {
@@ -56,14 +60,14 @@ func StartRealCilium(t testing.TB, a *APIServer, podCIDR string) *RealCilium {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &RealCilium{t: t, dir: dir, Netns: "nrcil-" + RandomHex(3), Sock: filepath.Join(dir, "run", "cilium.sock"), Bins: bins, node: CiliumNode}
+	c := &RealCilium{t: t, dir: dir, Netns: "nrcil-" + harness.RandomHex(3), Sock: filepath.Join(dir, "run", "cilium.sock"), Bins: bins, node: CiliumNode}
 	t.Cleanup(c.Stop)
 	for _, d := range []string{"run", "bpf", "cgroup", "lib"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
-	MustRun(t, "mount", "-t", "bpf", "bpf", filepath.Join(dir, "bpf"))
-	MustRun(t, "mount", "-t", "cgroup2", "none", filepath.Join(dir, "cgroup"))
-	MustRun(t, "cp", "-r", filepath.Join(bins, "bpf"), filepath.Join(dir, "lib", "bpf"))
+	harness.MustRun(t, "mount", "-t", "bpf", "bpf", filepath.Join(dir, "bpf"))
+	harness.MustRun(t, "mount", "-t", "cgroup2", "none", filepath.Join(dir, "cgroup"))
+	harness.MustRun(t, "cp", "-r", filepath.Join(bins, "bpf"), filepath.Join(dir, "lib", "bpf"))
 	// clang and llc for the agent's BPF compilation, as Cilium's image
 	// names them.
 	tools := filepath.Join(dir, "tools")
@@ -71,19 +75,19 @@ func StartRealCilium(t testing.TB, a *APIServer, podCIDR string) *RealCilium {
 	os.Symlink("/usr/bin/clang-19", filepath.Join(tools, "clang"))
 	os.Symlink("/usr/bin/llc-19", filepath.Join(tools, "llc"))
 
-	MustRun(t, "ip", "netns", "add", c.Netns)
-	MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "lo", "up")
+	harness.MustRun(t, "ip", "netns", "add", c.Netns)
+	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "lo", "up")
 	// The node's NIC: a veth whose other end stays on the host.
-	MustRun(t, "ip", "link", "add", "nrcilh", "type", "veth", "peer", "name", "nrcil0", "netns", c.Netns)
-	MustRun(t, "ip", "addr", "add", "10.200.97.1/30", "dev", "nrcilh")
-	MustRun(t, "ip", "link", "set", "nrcilh", "up")
-	MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "addr", "add", "10.200.97.2/30", "dev", "nrcil0")
-	MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "nrcil0", "up")
-	MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "route", "add", "default", "via", "10.200.97.1")
+	harness.MustRun(t, "ip", "link", "add", "nrcilh", "type", "veth", "peer", "name", "nrcil0", "netns", c.Netns)
+	harness.MustRun(t, "ip", "addr", "add", "10.200.97.1/30", "dev", "nrcilh")
+	harness.MustRun(t, "ip", "link", "set", "nrcilh", "up")
+	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "addr", "add", "10.200.97.2/30", "dev", "nrcil0")
+	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "nrcil0", "up")
+	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "route", "add", "default", "via", "10.200.97.1")
 
 	// The API server listens on the host's loopback: forward a loopback
 	// port in the agent's netns to it.
-	c.apiURL = c.forward(a.port)
+	c.apiURL = c.forward(a.Port())
 	kc := filepath.Join(dir, "kubeconfig")
 	os.WriteFile(kc, []byte(fmt.Sprintf(`apiVersion: v1
 kind: Config
@@ -91,7 +95,7 @@ clusters: [{name: test, cluster: {server: %q, insecure-skip-tls-verify: true}}]
 users: [{name: u, user: {token: %s}}]
 contexts: [{name: test, context: {cluster: test, user: u}}]
 current-context: test
-`, c.apiURL, AdminToken)), 0o600)
+`, c.apiURL, kube.AdminToken)), 0o600)
 
 	crds, _ := filepath.Glob(filepath.Join(bins, "crds", "*.yaml"))
 	for _, f := range crds {
@@ -183,7 +187,7 @@ func (c *RealCilium) healthy() bool {
 // Log is the last lines of the agent's log.
 func (c *RealCilium) Log(lines int) string {
 	data, _ := os.ReadFile(filepath.Join(c.dir, "agent.log"))
-	return Tail(string(data), lines)
+	return harness.Tail(string(data), lines)
 }
 
 // Stop ends the agent and removes everything it had; a second call does
@@ -292,10 +296,10 @@ func (a *CiliumAgent) LastStageAt(id string) time.Time {
 // CiliumNet is conflists/cilium-chained.conflist with its cilium-cni entry
 // taken out (the stand-in agent plays Cilium here) and the preset pointed
 // at the test's socket.
-func CiliumNet(t testing.TB, sock, timeout string) *TestNet {
-	return NewNet(t, "cilium-chained.conflist", func(n *TestNet, list map[string]any) {
+func CiliumNet(t testing.TB, sock, timeout string) *cnitest.TestNet {
+	return cnitest.NewNet(t, "cilium-chained.conflist", func(n *cnitest.TestNet, list map[string]any) {
 		var chain []any
-		for _, p := range Plugins(list) {
+		for _, p := range cnitest.Plugins(list) {
 			if p["type"] != "cilium-cni" {
 				chain = append(chain, p)
 			}

@@ -1,6 +1,9 @@
 //go:build integration
 
-package harness
+// Package agents runs the real network agents the presets wait for: OVN
+// (one chassis, or two nodes for the cross-node check) and Cilium, and
+// Cilium's API faked on its socket.
+package agents
 
 import (
 	"fmt"
@@ -11,6 +14,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // RealOVN is a real OVN control plane and chassis in the test's own
@@ -40,7 +46,7 @@ func StartRealOVN(t testing.TB) *RealOVN {
 		t.Fatal(err)
 	}
 	o := &RealOVN{t: t, dir: dir, Conf: filepath.Join(dir, "conf.sock"), NB: filepath.Join(dir, "nb.sock"), sb: filepath.Join(dir, "sb.sock"),
-		VswitchdNS: "nrovs-" + RandomHex(3)}
+		VswitchdNS: "nrovs-" + harness.RandomHex(3)}
 	o.env = append(os.Environ(), "OVS_RUNDIR="+dir, "OVS_DBDIR="+dir, "OVS_LOGDIR="+dir, "OVN_RUNDIR="+dir, "OVN_DBDIR="+dir, "OVN_LOGDIR="+dir)
 	t.Cleanup(o.stop)
 	for _, db := range []struct{ name, schema, sock string }{
@@ -49,7 +55,7 @@ func StartRealOVN(t testing.TB) *RealOVN {
 		{"sb", "/usr/share/ovn/ovn-sb.ovsschema", o.sb},
 	} {
 		file := filepath.Join(dir, db.name+".db")
-		MustRun(t, "ovsdb-tool", "create", file, db.schema)
+		harness.MustRun(t, "ovsdb-tool", "create", file, db.schema)
 		o.start(db.name+"-ovsdb", "ovsdb-server", file, "--remote=punix:"+db.sock, "--unixctl="+filepath.Join(dir, db.name+".ctl"),
 			"--no-chdir", "--log-file="+filepath.Join(dir, db.name+".log"), "--pidfile="+filepath.Join(dir, db.name+".pid"))
 		o.waitFile(db.sock)
@@ -57,7 +63,7 @@ func StartRealOVN(t testing.TB) *RealOVN {
 	o.run("ovs-vsctl", "--db=unix:"+o.Conf, "--no-wait", "init")
 	o.run("ovn-nbctl", "--db=unix:"+o.NB, "init")
 	o.run("ovn-sbctl", "--db=unix:"+o.sb, "init")
-	MustRun(t, "ip", "netns", "add", o.VswitchdNS)
+	harness.MustRun(t, "ip", "netns", "add", o.VswitchdNS)
 	o.start("ovs-vswitchd", "ip", "netns", "exec", o.VswitchdNS, "ovs-vswitchd", "unix:"+o.Conf, "--no-chdir",
 		"--unixctl="+filepath.Join(dir, "vswitchd.ctl"), "--log-file="+filepath.Join(dir, "vswitchd.log"), "--pidfile="+filepath.Join(dir, "vswitchd.pid"))
 	o.vsctl("add-br", "br-int", "--", "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure")
@@ -137,7 +143,7 @@ func (o *RealOVN) Nbctl(args ...string) string {
 // Log is the last lines of one daemon's log.
 func (o *RealOVN) Log(name string) string {
 	data, _ := os.ReadFile(filepath.Join(o.dir, name+".log"))
-	return Tail(string(data), 30)
+	return harness.Tail(string(data), 30)
 }
 
 // AddPort does what ovn-kubernetes does for a pod: a logical switch port
@@ -225,7 +231,7 @@ func StartOVSDB(t testing.TB) *OVSDBServer {
 	t.Helper()
 	dir := t.TempDir()
 	db := filepath.Join(dir, "conf.db")
-	MustRun(t, "ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema")
+	harness.MustRun(t, "ovsdb-tool", "create", db, "/usr/share/openvswitch/vswitch.ovsschema")
 	s := &OVSDBServer{T: t, Sock: filepath.Join(dir, "db.sock")}
 	cmd := exec.Command("ovsdb-server", db, "--remote=punix:"+s.Sock, "--unixctl="+filepath.Join(dir, "ovsdb.ctl"), "--no-chdir",
 		"--log-file="+filepath.Join(dir, "ovsdb-server.log"), "--pidfile="+filepath.Join(dir, "ovsdb-server.pid"))
@@ -249,7 +255,7 @@ func StartOVSDB(t testing.TB) *OVSDBServer {
 // Vsctl runs ovs-vsctl against this server.
 func (s *OVSDBServer) Vsctl(args ...string) {
 	s.T.Helper()
-	MustRun(s.T, "ovs-vsctl", append([]string{"--db=unix:" + s.Sock, "--no-wait", "--timeout=10"}, args...)...)
+	harness.MustRun(s.T, "ovs-vsctl", append([]string{"--db=unix:" + s.Sock, "--no-wait", "--timeout=10"}, args...)...)
 }
 
 // AddPodPort does what ovn-kubernetes' CNI does for a pod (ConfigureOVS).
@@ -262,8 +268,8 @@ func (s *OVSDBServer) AddPodPort(name, ifaceID, podUID, sandbox string) {
 // OVNNet is conflists/ovn-kubernetes.conflist with ovn-kubernetes' own CNI
 // (which cannot run here) replaced by bridge + host-local, and the preset
 // pointed at the test's database.
-func OVNNet(t testing.TB, sock, timeout string) *TestNet {
-	return NewNet(t, "ovn-kubernetes.conflist", func(n *TestNet, list map[string]any) {
+func OVNNet(t testing.TB, sock, timeout string) *cnitest.TestNet {
+	return cnitest.NewNet(t, "ovn-kubernetes.conflist", func(n *cnitest.TestNet, list map[string]any) {
 		chain := list["plugins"].([]any)
 		chain[0] = map[string]any{"type": "bridge", "bridge": n.Bridge, "isGateway": true, "ipMasq": false,
 			"ipam": map[string]any{"type": "host-local", "ranges": []any{[]any{map[string]any{"subnet": n.Subnet}}}, "dataDir": t.TempDir()}}

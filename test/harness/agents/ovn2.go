@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package agents
 
 import (
 	"fmt"
@@ -16,6 +16,9 @@ import (
 
 	"github.com/containernetworking/plugins/pkg/ns"
 	"golang.org/x/sys/unix"
+
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TwoNodeOVN is a real OVN with two chassis on this machine (TESTBED.md,
@@ -60,7 +63,7 @@ func StartTwoNodeOVN(t testing.TB, subnet string) *TwoNodeOVN {
 	if err != nil {
 		t.Fatal(err)
 	}
-	id := RandomHex(3)
+	id := harness.RandomHex(3)
 	o := &TwoNodeOVN{t: t, dir: dir, NB: filepath.Join(dir, "nb.sock"), SB: filepath.Join(dir, "sb.sock"), Switch: "nr-ls", Subnet: subnet}
 	o.env = ovnEnv(dir)
 	t.Cleanup(o.stop)
@@ -78,9 +81,9 @@ func StartTwoNodeOVN(t testing.TB, subnet string) *TwoNodeOVN {
 	o.B = o.startChassis("b", "nrovb-"+id, ovn2Underlay+"2")
 	// The underlay: a veth pair between the two nodes' netns, each end a
 	// port of its node's br-phy.
-	MustRun(t, "ip", "-n", o.A.NS, "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", o.B.NS)
+	harness.MustRun(t, "ip", "-n", o.A.NS, "link", "add", "ul", "type", "veth", "peer", "name", "ul", "netns", o.B.NS)
 	for _, c := range []*OVNChassis{o.A, o.B} {
-		MustRun(t, "ip", "-n", c.NS, "link", "set", "ul", "arp", "off", "up")
+		harness.MustRun(t, "ip", "-n", c.NS, "link", "set", "ul", "arp", "off", "up")
 		c.Vsctl("add-port", "br-phy", "ul")
 	}
 	// A chassis is up once it registered in the SB, and the other's
@@ -114,8 +117,8 @@ func (o *TwoNodeOVN) startChassis(short, netns, encapIP string) *OVNChassis {
 	}
 	c := &OVNChassis{o: o, Name: "nr-chassis-" + short, NS: netns, Conf: filepath.Join(dir, "conf.sock"), dir: dir, env: ovnEnv(dir)}
 	o.nodes = append(o.nodes, c)
-	MustRun(t, "ip", "netns", "add", netns)
-	MustRun(t, "ip", "-n", netns, "link", "set", "lo", "up")
+	harness.MustRun(t, "ip", "netns", "add", netns)
+	harness.MustRun(t, "ip", "-n", netns, "link", "set", "lo", "up")
 	o.startDB(dir, "conf", "/usr/share/openvswitch/vswitch.ovsschema", c.Conf, c.env)
 	o.run(c.env, "ovs-vsctl", "--db=unix:"+c.Conf, "--no-wait", "init")
 	o.start(c.env, short+"-vswitchd", "ip", "netns", "exec", netns, "ovs-vswitchd", "unix:"+c.Conf, "--no-chdir",
@@ -124,8 +127,8 @@ func (o *TwoNodeOVN) startChassis(short, netns, encapIP string) *OVNChassis {
 	// The encap IP goes on br-phy's own interface, not on the veth:
 	// with it on the veth, OVS's native tunnel routing drops the packet.
 	c.Vsctl("add-br", "br-phy", "--", "set", "Bridge", "br-phy", "datapath_type=netdev")
-	MustRun(t, "ip", "-n", netns, "addr", "add", encapIP+"/24", "dev", "br-phy")
-	MustRun(t, "ip", "-n", netns, "link", "set", "br-phy", "up")
+	harness.MustRun(t, "ip", "-n", netns, "addr", "add", encapIP+"/24", "dev", "br-phy")
+	harness.MustRun(t, "ip", "-n", netns, "link", "set", "br-phy", "up")
 	c.Vsctl("set", "Open_vSwitch", ".", "external_ids:system-id="+c.Name, "external_ids:ovn-remote=unix:"+o.SB,
 		"external_ids:ovn-encap-type=geneve", "external_ids:ovn-encap-ip="+encapIP, "external_ids:ovn-bridge=br-int")
 	c.controller = o.start(c.env, short+"-controller", "ip", "netns", "exec", netns, "ovn-controller", "unix:"+c.Conf, "--no-chdir",
@@ -137,7 +140,7 @@ func (o *TwoNodeOVN) startChassis(short, netns, encapIP string) *OVNChassis {
 func (o *TwoNodeOVN) startDB(dir, name, schema, sock string, env []string) {
 	o.t.Helper()
 	file := filepath.Join(dir, name+".db")
-	MustRun(o.t, "ovsdb-tool", "create", file, schema)
+	harness.MustRun(o.t, "ovsdb-tool", "create", file, schema)
 	o.start(env, name+"-ovsdb", "ovsdb-server", file, "--remote=punix:"+sock, "--unixctl="+filepath.Join(dir, name+".ctl"),
 		"--no-chdir", "--log-file="+filepath.Join(dir, name+".log"), "--pidfile="+filepath.Join(dir, name+".pid"))
 	o.waitFor(10*time.Second, sock+" to appear", func() bool { _, err := os.Stat(sock); return err == nil }, nil)
@@ -213,7 +216,7 @@ func (c *OVNChassis) Vsctl(args ...string) string {
 // "vswitchd").
 func (c *OVNChassis) Log(name string) string {
 	data, _ := os.ReadFile(filepath.Join(c.dir, name+".log"))
-	return Tail(string(data), 30)
+	return harness.Tail(string(data), 30)
 }
 
 // Freeze stops (SIGSTOP) or continues (SIGCONT) the node's ovn-controller.
@@ -241,18 +244,18 @@ func PodMAC(ip string) string {
 func (c *OVNChassis) AddPod(port, ip string, extra ...string) string {
 	t := c.o.t
 	t.Helper()
-	pod := NewNS(t)
+	pod := cnitest.NewNS(t)
 	mac := PodMAC(ip)
 	args := append([]string{"lsp-add", c.o.Switch, port, "--", "lsp-set-addresses", port, mac + " " + ip}, extra...)
 	c.o.Nbctl(args...)
-	host := "nrh" + RandomHex(4)
-	MustRun(t, "ip", "-n", c.NS, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(pod.Path()))
-	MustRun(t, "ip", "-n", c.NS, "link", "set", host, "up")
+	host := "nrh" + harness.RandomHex(4)
+	harness.MustRun(t, "ip", "-n", c.NS, "link", "add", host, "type", "veth", "peer", "name", "eth0", "netns", filepath.Base(pod.Path()))
+	harness.MustRun(t, "ip", "-n", c.NS, "link", "set", host, "up")
 	podNS := filepath.Base(pod.Path())
-	MustRun(t, "ip", "-n", podNS, "link", "set", "eth0", "address", mac, "mtu", "1400")
-	MustRun(t, "ip", "-n", podNS, "addr", "add", ip+"/24", "dev", "eth0")
-	MustRun(t, "ip", "-n", podNS, "link", "set", "eth0", "up")
-	MustRun(t, "ip", "-n", podNS, "link", "set", "lo", "up")
+	harness.MustRun(t, "ip", "-n", podNS, "link", "set", "eth0", "address", mac, "mtu", "1400")
+	harness.MustRun(t, "ip", "-n", podNS, "addr", "add", ip+"/24", "dev", "eth0")
+	harness.MustRun(t, "ip", "-n", podNS, "link", "set", "eth0", "up")
+	harness.MustRun(t, "ip", "-n", podNS, "link", "set", "lo", "up")
 	if err := ns.WithNetNSPath(pod.Path(), func(ns.NetNS) error { return TxChecksumOff("eth0") }); err != nil {
 		t.Fatal(err)
 	}

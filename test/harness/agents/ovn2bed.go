@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package agents
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // CrossNodeBed is the race of issue #52 on a TwoNodeOVN: a server pod on
@@ -38,7 +40,7 @@ type CrossNodeBed struct {
 func StartCrossNodeBed(t testing.TB, subnet, serverIP string) *CrossNodeBed {
 	t.Helper()
 	ovn := StartTwoNodeOVN(t, subnet)
-	GuardForwarding(t, subnet)
+	cnitest.GuardForwarding(t, subnet)
 	dir := t.TempDir()
 	b := &CrossNodeBed{t: t, OVN: ovn, State: filepath.Join(dir, "state"), Log: filepath.Join(dir, "netready.log"), ServerIP: serverIP, Network: "ovn-xn"}
 	bin := filepath.Join(dir, "bin")
@@ -46,7 +48,7 @@ func StartCrossNodeBed(t testing.TB, subnet, serverIP string) *CrossNodeBed {
 		t.Fatal(err)
 	}
 	for from, to := range map[string]string{"netready-standin": "ovn-k8s-cni-overlay", "netready": "netready"} {
-		data, err := os.ReadFile(filepath.Join(BinDir, from))
+		data, err := os.ReadFile(filepath.Join(harness.BinDir, from))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -87,7 +89,7 @@ ovs-vsctl --db=unix:%[4]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 	ovn.Nbctl("--type=port-group", "acl-add", "nr_server", "to-lport", "900", `outport == @nr_server && ip4`, "drop")
 	// Both chassis have rendered the policy.
 	ovn.Nbctl("--wait=hv", "sync")
-	ServeTCP(t, srv, 8080)
+	cnitest.ServeTCP(t, srv, 8080)
 	return b
 }
 
@@ -112,7 +114,7 @@ func (b *CrossNodeBed) Chain(crossNode map[string]any) *libcni.NetworkConfigList
 // Add runs ADD for a client pod on node A, and DEL at cleanup.
 func (b *CrossNodeBed) Add(list *libcni.NetworkConfigList, name, ip string) (*libcni.RuntimeConf, time.Duration, error) {
 	ctx := context.Background()
-	rt := &libcni.RuntimeConf{ContainerID: "xn-" + name + "-" + RandomHex(3), NetNS: NewNS(b.t).Path(), IfName: "eth0",
+	rt := &libcni.RuntimeConf{ContainerID: "xn-" + name + "-" + harness.RandomHex(3), NetNS: cnitest.NewNS(b.t).Path(), IfName: "eth0",
 		Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"STANDIN_IP", ip}}}
 	b.t.Cleanup(func() { b.CNI.DelNetworkList(ctx, list, rt) })
 	start := time.Now()
@@ -122,7 +124,7 @@ func (b *CrossNodeBed) Add(list *libcni.NetworkConfigList, name, ip string) (*li
 
 // Connect is a client's first action: one TCP connection to the server.
 func (b *CrossNodeBed) Connect(rt *libcni.RuntimeConf) error {
-	return FirstConnect(rt.NetNS, b.ServerIP+":8080")
+	return cnitest.FirstConnect(rt.NetNS, b.ServerIP+":8080")
 }
 
 // Lagged runs f with B's ovn-controller stopped, continued lag after the

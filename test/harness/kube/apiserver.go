@@ -1,6 +1,9 @@
 //go:build integration
 
-package harness
+// Package kube runs Kubernetes around netready: a real kube-apiserver with
+// etcd, a whole kubelet node, the sidecar against them, kubectl, Helm,
+// kustomize and promtool, and the scoped deployment's credentials.
+package kube
 
 import (
 	"bytes"
@@ -11,15 +14,11 @@ import (
 	"crypto/x509"
 	"encoding/pem"
 	"fmt"
-	"io"
 	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"slices"
 	"strconv"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -29,6 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"sigs.k8s.io/yaml"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // APIServer is a real etcd and kube-apiserver on loopback.
@@ -52,6 +53,9 @@ const (
 	AgentUser  = "system:serviceaccount:kube-system:netready-sidecar"
 )
 
+// Port is the API server's loopback port.
+func (a *APIServer) Port() int { return a.port }
+
 // StartAPIServer starts etcd and kube-apiserver; extraArgs go to
 // kube-apiserver.
 func StartAPIServer(t testing.TB, extraArgs ...string) *APIServer {
@@ -68,7 +72,7 @@ func StartAPIServerOf(t testing.TB, kapi string, extraArgs ...string) *APIServer
 	if bins == "" {
 		t.Fatal("NETREADY_K8S_BIN must name the kube-apiserver and etcd build; run `make test`")
 	}
-	a := &APIServer{t: t, dir: t.TempDir(), bins: bins, kapiBin: filepath.Join(bins, kapi), port: freePort(t)}
+	a := &APIServer{t: t, dir: t.TempDir(), bins: bins, kapiBin: filepath.Join(bins, kapi), port: harness.FreePort(t)}
 	key, err := rsa.GenerateKey(rand.Reader, 2048)
 	if err != nil {
 		t.Fatal(err)
@@ -80,7 +84,7 @@ func StartAPIServerOf(t testing.TB, kapi string, extraArgs ...string) *APIServer
 		agentToken + "," + AgentUser + ",agent,\"system:serviceaccounts,system:serviceaccounts:kube-system\"\n"
 	os.WriteFile(filepath.Join(a.dir, "tokens.csv"), []byte(tokens), 0o600)
 
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer := harness.FreePort(t), harness.FreePort(t)
 	a.Etcd = a.start("etcd", filepath.Join(bins, "etcd"),
 		"--name", "netready", "--data-dir", filepath.Join(a.dir, "etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
@@ -140,7 +144,7 @@ func (a *APIServer) start(name, bin string, args ...string) *exec.Cmd {
 		}
 		if a.t.Failed() {
 			data, _ := os.ReadFile(filepath.Join(a.dir, name+".log"))
-			a.t.Logf("%s log:\n%s", name, Tail(string(data), 30))
+			a.t.Logf("%s log:\n%s", name, harness.Tail(string(data), 30))
 		}
 	})
 	return cmd
@@ -181,7 +185,7 @@ func (a *APIServer) Config(token string) *rest.Config {
 // applyRBAC creates the objects of deploy/rbac.yaml, the manifests users
 // apply, so that the tests run with exactly the rights they grant.
 func (a *APIServer) applyRBAC() {
-	data, err := os.ReadFile(RepoPath("deploy", "rbac.yaml"))
+	data, err := os.ReadFile(harness.RepoPath("deploy", "rbac.yaml"))
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -251,107 +255,4 @@ func (a *APIServer) Condition(name string) (*corev1.Pod, *corev1.PodCondition) {
 		}
 	}
 	return pod, nil
-}
-
-// StartSidecar runs bin/netready-sidecar with the static agent identity
-// (the sidecar's ServiceAccount name, no node claim).
-func StartSidecar(t testing.TB, a *APIServer, stateDir, node string, extra ...string) (string, *SyncBuffer) {
-	t.Helper()
-	return StartSidecarWith(t, a, a.AgentKubeconfig, stateDir, node, extra...)
-}
-
-// StartSidecarWith runs bin/netready-sidecar with the identity of kubeconfig.
-func StartSidecarWith(t testing.TB, a *APIServer, kubeconfig, stateDir, node string, extra ...string) (string, *SyncBuffer) {
-	t.Helper()
-	listen, logs, _ := StartSidecarProc(t, kubeconfig, stateDir, node, extra...)
-	return listen, logs
-}
-
-// StartSidecarProc is StartSidecarWith that also returns a stop function,
-// for tests that restart the sidecar; the test's cleanup stops it too.
-// Most tests run it without the admission policies, so --require-scope
-// is off unless extra sets it.
-func StartSidecarProc(t testing.TB, kubeconfig, stateDir, node string, extra ...string) (string, *SyncBuffer, func()) {
-	t.Helper()
-	if !slices.ContainsFunc(extra, func(a string) bool { return strings.HasPrefix(a, "--require-scope") }) {
-		extra = append([]string{"--require-scope=false"}, extra...)
-	}
-	listen, logs, stop := RunSidecar(t, kubeconfig, stateDir, node, extra...)
-	if why := SidecarReadyz(listen, 30*time.Second, 200); why != "" {
-		t.Fatalf("sidecar not ready: %s\n%s", why, logs.String())
-	}
-	return listen, logs, stop
-}
-
-// RunSidecar starts bin/netready-sidecar and returns at once.
-func RunSidecar(t testing.TB, kubeconfig, stateDir, node string, extra ...string) (string, *SyncBuffer, func()) {
-	t.Helper()
-	listen := "127.0.0.1:" + strconv.Itoa(freePort(t))
-	args := append([]string{"--state-dir", stateDir, "--node-name", node, "--kubeconfig", kubeconfig, "--listen", listen}, extra...)
-	cmd := exec.Command(filepath.Join(BinDir, "netready-sidecar"), args...)
-	var logs SyncBuffer
-	cmd.Stdout, cmd.Stderr = &logs, &logs
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	var once sync.Once
-	stop := func() {
-		once.Do(func() {
-			cmd.Process.Signal(os.Interrupt)
-			cmd.Wait()
-		})
-	}
-	t.Cleanup(func() {
-		stop()
-		if t.Failed() {
-			t.Logf("sidecar log:\n%s", Tail(logs.String(), 60))
-		}
-	})
-	return listen, &logs, stop
-}
-
-// SidecarReadyz polls /readyz until it answers want, for at most within;
-// it returns "" then, else what /readyz said last.
-func SidecarReadyz(listen string, within time.Duration, want int) string {
-	client := &http.Client{Timeout: time.Second}
-	last := "no answer"
-	for start := time.Now(); time.Since(start) < within; time.Sleep(100 * time.Millisecond) {
-		resp, err := client.Get("http://" + listen + "/readyz")
-		if err != nil {
-			last = err.Error()
-			continue
-		}
-		body, _ := io.ReadAll(resp.Body)
-		resp.Body.Close()
-		if resp.StatusCode == want {
-			return ""
-		}
-		last = fmt.Sprintf("%d %s", resp.StatusCode, body)
-	}
-	return last
-}
-
-// MetricsText scrapes the sidecar's /metrics at listen.
-func MetricsText(t testing.TB, listen string) string {
-	resp, err := http.Get("http://" + listen + "/metrics")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	data, _ := io.ReadAll(resp.Body)
-	return string(data)
-}
-
-// SumSeries adds up the samples of metric name in a Prometheus text
-// exposition whose labels hold every one of labels (`key="value"`).
-func SumSeries(exposition, name string, labels ...string) int {
-	total := 0
-	for _, l := range strings.Split(exposition, "\n") {
-		if !strings.HasPrefix(l, name+"{") || slices.ContainsFunc(labels, func(want string) bool { return !strings.Contains(l, want) }) {
-			continue
-		}
-		v, _ := strconv.ParseFloat(l[strings.LastIndexByte(l, ' ')+1:], 64)
-		total += int(v)
-	}
-	return total
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package kube
 
 import (
 	"os"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"sigs.k8s.io/yaml"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // KustomizeWith builds deploy/ composed with components by the real
@@ -25,7 +27,7 @@ func KustomizeWith(t *testing.T, components ...string) map[string][]string {
 func KustomizeOverlay(t *testing.T, extra string, components ...string) map[string][]string {
 	t.Helper()
 	dir := t.TempDir()
-	MustRun(t, "cp", "-r", RepoPath("deploy"), dir)
+	harness.MustRun(t, "cp", "-r", harness.RepoPath("deploy"), dir)
 	var comps []string
 	for _, c := range components {
 		comps = append(comps, "deploy/components/"+c)

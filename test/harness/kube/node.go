@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package kube
 
 import (
 	"context"
@@ -25,6 +25,9 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // The node's fixed places: test/node's kustomize overlay names them, as an
@@ -48,7 +51,7 @@ type K8sNode struct {
 	T       testing.TB
 	Bins    string // etcd and Kubernetes binaries
 	dir     string // everything else of this run
-	CRI     *CRI
+	CRI     *runtimes.CRI
 	Admin   *kubernetes.Clientset
 	ConfDir string // the runtime's CNI config folder
 	BinDir  string // the runtime's CNI plugin folder
@@ -79,7 +82,7 @@ func StartNode(t testing.TB) *K8sNode {
 	n.saveHostState()
 	n.writePKI()
 
-	etcdClient, etcdPeer := freePort(t), freePort(t)
+	etcdClient, etcdPeer := harness.FreePort(t), harness.FreePort(t)
 	n.start("etcd", filepath.Join(bins, "etcd"), "--name", "nr", "--data-dir", n.Path("etcd"),
 		"--listen-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
 		"--advertise-client-urls", fmt.Sprintf("http://127.0.0.1:%d", etcdClient),
@@ -107,7 +110,7 @@ func StartNode(t testing.TB) *K8sNode {
 	guardNodeForwarding(t)
 	n.makeCgroups()
 	n.writeCNIConfig()
-	n.CRI = StartCRIWith(t, n.ConfDir, func(cfg string) string {
+	n.CRI = runtimes.StartCRIWith(t, n.ConfDir, func(cfg string) string {
 		// Pod netns in /var/run/netns, where deploy/ mounts them for the
 		// sidecar's re-checks, as on a real node.
 		return strings.Replace(cfg, "netns_mounts_under_state_dir = true", "netns_mounts_under_state_dir = false", 1)
@@ -160,7 +163,7 @@ func (n *K8sNode) start(name, bin string, args ...string) {
 		logf.Close()
 		if n.T.Failed() {
 			data, _ := os.ReadFile(logf.Name())
-			n.T.Logf("%s log:\n%s", name, Tail(string(data), 30))
+			n.T.Logf("%s log:\n%s", name, harness.Tail(string(data), 30))
 		}
 	})
 }
@@ -173,7 +176,7 @@ func (n *K8sNode) WaitFor(what string, limit time.Duration, ok func() bool) {
 		for name, cmd := range n.procs {
 			if cmd.ProcessState != nil || cmd.Process.Signal(syscall.Signal(0)) != nil {
 				data, _ := os.ReadFile(n.Path("logs/" + name + ".log"))
-				n.T.Fatalf("%s: %s died:\n%s", what, name, Tail(string(data), 30))
+				n.T.Fatalf("%s: %s died:\n%s", what, name, harness.Tail(string(data), 30))
 			}
 		}
 		if time.Since(start) > limit {
@@ -257,7 +260,7 @@ func guardNodeForwarding(t testing.TB) {
 		{"FORWARD", "-s", nodeSubnet, "!", "-o", NodeBridge, "-j", "DROP", "-m", "comment", "--comment", "nr-node-guard"},
 	}
 	for _, r := range rules {
-		MustRun(t, "iptables", append([]string{"-w", "5", "-I"}, r...)...)
+		harness.MustRun(t, "iptables", append([]string{"-w", "5", "-I"}, r...)...)
 	}
 	t.Cleanup(func() {
 		for _, r := range rules {
@@ -312,7 +315,7 @@ func (n *K8sNode) makeCgroups() {
 // 10.200.90.0/28 with no default route for pods, written atomically.
 func (n *K8sNode) writeCNIConfig() {
 	for _, p := range []string{"bridge", "host-local", "loopback"} {
-		data, err := os.ReadFile(filepath.Join(CNIBinDir, p))
+		data, err := os.ReadFile(filepath.Join(harness.CNIBinDir, p))
 		if err != nil {
 			n.T.Fatal(err)
 		}
@@ -365,7 +368,7 @@ volumePluginDir: %s
 podLogsDir: %s
 resolvConf: ""
 evictionHard: {memory.available: 100Mi, nodefs.available: 1%%, imagefs.available: 1%%, nodefs.inodesFree: 1%%}
-`, nodeCgroup, n.CRI.sock, n.CRI.sock, n.Path("kubelet/volume-plugins"), n.Path("pod-logs"))
+`, nodeCgroup, n.CRI.Socket(), n.CRI.Socket(), n.Path("kubelet/volume-plugins"), n.Path("pod-logs"))
 	os.WriteFile(n.Path("kubelet-config.yaml"), []byte(cfg), 0o644)
 	n.start("kubelet", filepath.Join(n.Bins, "kubelet"), "--config", n.Path("kubelet-config.yaml"),
 		"--kubeconfig", n.Path("pki/kubelet.kubeconfig"), "--root-dir", n.Path("kubelet"), "--cert-dir", n.Path("kubelet/pki"),
@@ -453,7 +456,7 @@ func exists(p string) bool {
 // removeRoot unmounts what is left under the node's folder (kubelet's
 // bind of its root dir, projected-token tmpfs) and removes it.
 func (n *K8sNode) removeRoot() {
-	for _, m := range mountsUnder(nodeRoot) {
+	for _, m := range harness.MountsUnder(nodeRoot) {
 		if err := syscall.Unmount(m, 0); err != nil {
 			syscall.Unmount(m, syscall.MNT_DETACH)
 		}

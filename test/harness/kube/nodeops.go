@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package kube
 
 import (
 	"context"
@@ -21,6 +21,7 @@ import (
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/test/harness"
 )
 
 // PodStatusWrites is the API server's count of pods/status PATCH and PUT
@@ -63,9 +64,8 @@ func (n *K8sNode) RuntimeHasNetready() bool {
 // ImportImage loads an OCI archive into containerd's k8s.io namespace.
 func (n *K8sNode) ImportImage(archive string) {
 	n.T.Helper()
-	out, err := exec.Command(filepath.Join(n.CRI.bins, "ctr"), "--address", n.CRI.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
-	if err != nil {
-		n.T.Fatalf("ctr images import %s: %v\n%s", archive, err, out)
+	if err := n.CRI.ImportImage(archive); err != nil {
+		n.T.Fatal(err)
 	}
 }
 
@@ -256,11 +256,11 @@ func (n *K8sNode) Entry() map[string]any {
 // release's image imported into the node's containerd.
 func (n *K8sNode) UnpackRelease() string {
 	n.T.Helper()
-	dist, version := ReleaseDir(n.T)
+	dist, version := harness.ReleaseDir(n.T)
 	dir := n.Path("quickstart")
 	os.MkdirAll(dir, 0o755)
-	MustRun(n.T, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-deploy.tar.gz"), "-C", dir)
-	files, _ := filepath.Glob(RepoPath("test", "node", "*"))
+	harness.MustRun(n.T, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-deploy.tar.gz"), "-C", dir)
+	files, _ := filepath.Glob(harness.RepoPath("test", "node", "*"))
 	for _, f := range files {
 		data, _ := os.ReadFile(f)
 		os.WriteFile(filepath.Join(dir, filepath.Base(f)), data, 0o644)
@@ -276,9 +276,9 @@ func (n *K8sNode) Netready(args ...string) (string, int) {
 	n.T.Helper()
 	bin := n.Path("quickstart/bin")
 	if _, err := os.Stat(filepath.Join(bin, "kubectl-netready")); err != nil {
-		dist, version := ReleaseDir(n.T)
+		dist, version := harness.ReleaseDir(n.T)
 		os.MkdirAll(bin, 0o755)
-		MustRun(n.T, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-linux-"+runtime.GOARCH+".tar.gz"), "-C", bin, "kubectl-netready")
+		harness.MustRun(n.T, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-linux-"+runtime.GOARCH+".tar.gz"), "-C", bin, "kubectl-netready")
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()

@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package kube
 
 import (
 	"context"
@@ -15,6 +15,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // ScopedDeploy is deploy/ applied on a real API server, with node-a and
@@ -32,7 +34,7 @@ func NewScopedDeploy(t *testing.T) *ScopedDeploy {
 	t.Helper()
 	a := StartAPIServer(t)
 	ctx := context.Background()
-	a.Kubectl(t, "apply", "-k", RepoPath("deploy"), "--server-side")
+	a.Kubectl(t, "apply", "-k", harness.RepoPath("deploy"), "--server-side")
 	for _, n := range []string{"node-a", "node-b"} {
 		if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)

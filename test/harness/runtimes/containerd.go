@@ -1,19 +1,21 @@
 //go:build integration
 
-package harness
+// Package runtimes runs private container runtimes, containerd and CRI-O,
+// with their own state, sockets and CNI folders, driven through crictl.
+package runtimes
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // CRI is a private containerd with its CRI plugin, driven through crictl.
@@ -116,24 +118,25 @@ func StartCRIWith(t testing.TB, confDir string, edit func(string) string, binDir
 		}
 		if time.Since(start) > 30*time.Second {
 			data, _ := os.ReadFile(filepath.Join(dir, "containerd.log"))
-			t.Fatalf("containerd did not start:\n%s", Tail(string(data), 40))
+			t.Fatalf("containerd did not start:\n%s", harness.Tail(string(data), 40))
 		}
 	}
-	out, err := exec.Command(filepath.Join(bins, "ctr"), "--address", c.sock, "-n", "k8s.io", "images", "import",
-		filepath.Join(bins, "pause.tar")).CombinedOutput()
-	if err != nil {
-		t.Fatalf("import pause image: %v\n%s", err, out)
+	if err := c.ImportImage(filepath.Join(bins, "pause.tar")); err != nil {
+		t.Fatalf("import pause image: %v", err)
 	}
 	return c
 }
 
-// Tail is the last lines of s.
-func Tail(s string, lines int) string {
-	l := strings.Split(s, "\n")
-	if len(l) > lines {
-		l = l[len(l)-lines:]
+// Socket is the CRI socket's path, for a kubelet's config.
+func (c *CRI) Socket() string { return c.sock }
+
+// ImportImage loads an OCI archive into containerd's k8s.io namespace.
+func (c *CRI) ImportImage(archive string) error {
+	out, err := exec.Command(filepath.Join(c.bins, "ctr"), "--address", c.sock, "-n", "k8s.io", "images", "import", archive).CombinedOutput()
+	if err != nil {
+		return fmt.Errorf("ctr images import %s: %w\n%s", archive, err, out)
 	}
-	return strings.Join(l, "\n")
+	return nil
 }
 
 // Crictl runs crictl against this containerd, bounded to 90 s.
@@ -169,7 +172,7 @@ func (c *CRI) stop() {
 	}
 	// Shims outlive containerd; they exit once their pods are gone.
 	exec.Command("pkill", "-f", "containerd-shim-runc-v2 .*"+c.dir).Run()
-	left := mountsUnder(c.dir)
+	left := harness.MountsUnder(c.dir)
 	for _, m := range left {
 		exec.Command("umount", "-l", m).Run()
 	}
@@ -178,7 +181,7 @@ func (c *CRI) stop() {
 	}
 	if c.T.Failed() {
 		data, _ := os.ReadFile(filepath.Join(c.dir, "containerd.log"))
-		c.T.Logf("containerd log:\n%s", Tail(string(data), 60))
+		c.T.Logf("containerd log:\n%s", harness.Tail(string(data), 60))
 	}
 	if err := os.RemoveAll(c.dir); err != nil {
 		c.T.Errorf("remove %s: %v", c.dir, err)
@@ -186,25 +189,6 @@ func (c *CRI) stop() {
 	if !c.hadRun {
 		os.RemoveAll("/run/containerd")
 	}
-}
-
-// mountsUnder lists mount points below dir, deepest first.
-func mountsUnder(dir string) []string {
-	f, err := os.Open("/proc/self/mountinfo")
-	if err != nil {
-		return nil
-	}
-	defer f.Close()
-	var out []string
-	sc := bufio.NewScanner(f)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) > 4 && strings.HasPrefix(fields[4], dir+"/") {
-			out = append(out, fields[4])
-		}
-	}
-	sort.Sort(sort.Reverse(sort.StringSlice(out)))
-	return out
 }
 
 // RunPod creates a pod sandbox and returns its ID.
@@ -267,18 +251,4 @@ func (c *CRI) NetworkReady() (bool, string) {
 	}
 	c.T.Fatalf("crictl info has no NetworkReady:\n%s", out)
 	return false, ""
-}
-
-// Eventually polls cond for up to 15 s (containerd re-reads CNI status on
-// each CRI Status call).
-func Eventually(t *testing.T, what string, cond func() (bool, string)) {
-	t.Helper()
-	var last string
-	for start := time.Now(); time.Since(start) < 15*time.Second; time.Sleep(200 * time.Millisecond) {
-		var ok bool
-		if ok, last = cond(); ok {
-			return
-		}
-	}
-	t.Fatalf("%s: never; last: %s", what, last)
 }

@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package runtimes
 
 import (
 	"encoding/json"
@@ -13,6 +13,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // CRI-O's fixed places: scripts/preserve-host.sh knows them, and removes
@@ -194,7 +196,7 @@ func (c *CRIO) Start() {
 			return
 		}
 		if time.Since(start) > time.Minute {
-			c.T.Fatalf("crio did not start:\n%s", Tail(c.Log(), 40))
+			c.T.Fatalf("crio did not start:\n%s", harness.Tail(c.Log(), 40))
 		}
 	}
 }
@@ -240,10 +242,10 @@ func (c *CRIO) remove() {
 	}
 	c.Stop()
 	if c.T.Failed() {
-		c.T.Logf("crio log:\n%s", Tail(c.Log(), 60))
+		c.T.Logf("crio log:\n%s", harness.Tail(c.Log(), 60))
 	}
 	killed := killCgroup(crioCgroup)
-	for _, p := range ProcsMentioning(CRIORoot) {
+	for _, p := range harness.ProcsMentioning(CRIORoot) {
 		syscall.Kill(p, syscall.SIGKILL)
 		killed++
 	}
@@ -251,7 +253,7 @@ func (c *CRIO) remove() {
 		c.T.Logf("crio: killed %d processes left in its pods' cgroup or running from %s", killed, CRIORoot)
 		time.Sleep(200 * time.Millisecond)
 	}
-	for _, m := range mountsUnder(CRIORoot) {
+	for _, m := range harness.MountsUnder(CRIORoot) {
 		if err := syscall.Unmount(m, 0); err != nil {
 			syscall.Unmount(m, syscall.MNT_DETACH)
 		}
@@ -316,24 +318,6 @@ func dirExists(p string) bool {
 	return err == nil && info.IsDir()
 }
 
-// ProcsMentioning lists processes whose command line mentions s (conmon
-// runs with crioRoot's paths).
-func ProcsMentioning(s string) []int {
-	var out []int
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		pid, err := strconv.Atoi(e.Name())
-		if err != nil || pid == os.Getpid() {
-			continue
-		}
-		data, _ := os.ReadFile("/proc/" + e.Name() + "/cmdline")
-		if strings.Contains(string(data), s) {
-			out = append(out, pid)
-		}
-	}
-	return out
-}
-
 // WaitLog waits until CRI-O's log, after mark bytes, holds want.
 func (c *CRIO) WaitLog(mark int, want string, limit time.Duration) string {
 	c.T.Helper()
@@ -342,7 +326,7 @@ func (c *CRIO) WaitLog(mark int, want string, limit time.Duration) string {
 			return l[mark:]
 		}
 	}
-	c.T.Fatalf("crio log: no %q within %s:\n%s", want, limit, Tail(c.Log()[mark:], 30))
+	c.T.Fatalf("crio log: no %q within %s:\n%s", want, limit, harness.Tail(c.Log()[mark:], 30))
 	return ""
 }
 

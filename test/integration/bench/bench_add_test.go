@@ -20,6 +20,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // BenchmarkAddOverhead: an attachment that is already programmed. netready
@@ -41,12 +42,12 @@ func BenchmarkAddOverhead(b *testing.B) {
 	state := b.TempDir()
 	harness.MustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-bench", state)
 	b.Cleanup(func() { harness.MustRun(b, "umount", state) })
-	n := harness.NewNet(b, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(b, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "route"}}
 	})
 	n.Netready()["stateDir"] = filepath.Join(state, "netready")
 	delete(n.Netready(), "logFile")
-	netns := harness.NewNS(b)
+	netns := cnitest.NewNS(b)
 	out, err := n.Add(netns.Path())
 	if err != nil {
 		b.Fatal(err)
@@ -55,7 +56,7 @@ func BenchmarkAddOverhead(b *testing.B) {
 	tuning := map[string]any{"cniVersion": "1.1.0", "name": n.Name, "type": "tuning", "dataDir": filepath.Join(state, "tuning"),
 		"prevResult": json.RawMessage(out)}
 	tuningConf, _ := json.Marshal(tuning)
-	env := []string{"CNI_CONTAINERID=" + harness.ContainerID(netns.Path()), "CNI_IFNAME=eth0", "CNI_NETNS=" + netns.Path()}
+	env := []string{"CNI_CONTAINERID=" + cnitest.ContainerID(netns.Path()), "CNI_IFNAME=eth0", "CNI_NETNS=" + netns.Path()}
 	run := func(bin string, conf []byte) time.Duration {
 		cmd := exec.Command(bin)
 		cmd.Env = append([]string{"CNI_COMMAND=ADD", "CNI_PATH=" + harness.PluginPath}, env...)
@@ -153,7 +154,7 @@ func noopBinary(b testing.TB) string {
 // RSS per ADD process.
 func BenchmarkConcurrentWaitingAdds(b *testing.B) {
 	const adds = 100
-	n := harness.NewNet(b, "bridge.conflist", nil)
+	n := cnitest.NewNet(b, "bridge.conflist", nil)
 	table := "nrc" + n.ID
 	n.Netready()["checks"] = []any{map[string]any{"kind": "nftables", "family": "inet", "table": table, "set": "pods"}}
 	n.Netready()["timeout"] = "60s"
@@ -170,7 +171,7 @@ func BenchmarkConcurrentWaitingAdds(b *testing.B) {
 	start := time.Now()
 	for i := 0; i < adds; i++ {
 		ip := fmt.Sprintf("%s%d", n.Prefix, i+10)
-		conf := n.PluginConf(harness.PrevResult100(ip+"/24", n.Prefix+"1", "/var/run/netns/none"))
+		conf := n.PluginConf(cnitest.PrevResult100(ip+"/24", n.Prefix+"1", "/var/run/netns/none"))
 		wg.Add(1)
 		go func() {
 			defer wg.Done()

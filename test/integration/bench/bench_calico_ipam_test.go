@@ -20,10 +20,11 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/netready/netready/pkg/calicoipam"
-	"github.com/netready/netready/pkg/calicoipam/calicotest"
 	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/pool/calico"
+	"github.com/netready/netready/pkg/pool/calico/calicotest"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // BenchmarkCalicoIPAMWatch5000Blocks: what watching Calico IPAM costs a
@@ -35,7 +36,7 @@ import (
 // no periodic relist).
 func BenchmarkCalicoIPAMWatch5000Blocks(b *testing.B) {
 	const nodes, perNode, used = 500, 10, 40
-	a := harness.StartAPIServer(b)
+	a := kube.StartAPIServer(b)
 	for _, args := range [][]string{
 		{"apply", "-f", harness.RepoPath("test", "fixtures", "calico", "crds.yaml")},
 		{"wait", "--for=condition=Established", "--timeout=60s", "crd/ipamblocks.crd.projectcalico.org", "crd/blockaffinities.crd.projectcalico.org", "crd/ipamconfigs.crd.projectcalico.org", "crd/ippools.crd.projectcalico.org"},
@@ -47,7 +48,7 @@ func BenchmarkCalicoIPAMWatch5000Blocks(b *testing.B) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	cfg := a.Config(harness.AdminToken)
+	cfg := a.Config(kube.AdminToken)
 	cfg.QPS, cfg.Burst = 2000, 2000
 	dyn := dynamic.NewForConfigOrDie(cfg)
 	w := calicotest.Writer{Dynamic: dyn}
@@ -82,7 +83,7 @@ func BenchmarkCalicoIPAMWatch5000Blocks(b *testing.B) {
 
 	heap0, rss0 := footprint()
 	b.ResetTimer()
-	cw := calicoipam.New(calicoipam.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: "node-0"})
+	cw := calico.New(calico.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: "node-0"})
 	go cw.Run(ctx)
 	synced := time.Now()
 	for c := cw.Count(ctx, pool.Scope{IPv4: true}); c.Unknown != ""; c = cw.Count(ctx, pool.Scope{IPv4: true}) {
@@ -111,7 +112,7 @@ func BenchmarkCalicoIPAMWatch5000Blocks(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		return harness.SumSeries(string(raw), "apiserver_request_total", `verb="LIST"`, `group="crd.projectcalico.org"`)
+		return kube.SumSeries(string(raw), "apiserver_request_total", `verb="LIST"`, `group="crd.projectcalico.org"`)
 	}
 	before := lists()
 	time.Sleep(time.Minute)
@@ -145,17 +146,17 @@ func createBlock(ctx context.Context, dyn dynamic.Interface, node string, i, use
 		}
 	}
 	obj := func(kind, name string, spec map[string]any) *unstructured.Unstructured {
-		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": calicoipam.Group + "/v1", "kind": kind, "metadata": map[string]any{"name": name}, "spec": spec}}
+		return &unstructured.Unstructured{Object: map[string]any{"apiVersion": calico.Group + "/v1", "kind": kind, "metadata": map[string]any{"name": name}, "spec": spec}}
 	}
 	blk := obj("IPAMBlock", calicotest.CIDRName(p), map[string]any{
 		"cidr": p.String(), "affinity": "host:" + node, "allocations": allocs, "unallocated": unalloc, "attributes": attrs,
 		"strictAffinity": false, "sequenceNumber": int64(2), "sequenceNumberForAllocation": seqs,
 	})
 	aff := obj("BlockAffinity", node+"-"+calicotest.CIDRName(p), map[string]any{"node": node, "cidr": p.String(), "state": "confirmed", "deleted": "false"})
-	if _, err := dyn.Resource(calicoipam.IPAMBlocks).Create(ctx, blk, metav1.CreateOptions{}); err != nil {
+	if _, err := dyn.Resource(calico.IPAMBlocks).Create(ctx, blk, metav1.CreateOptions{}); err != nil {
 		return err
 	}
-	_, err := dyn.Resource(calicoipam.BlockAffinities).Create(ctx, aff, metav1.CreateOptions{})
+	_, err := dyn.Resource(calico.BlockAffinities).Create(ctx, aff, metav1.CreateOptions{})
 	return err
 }
 

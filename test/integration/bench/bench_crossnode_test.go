@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
 )
 
 // BenchmarkCrossNodeOVN: on two real OVN chassis (no lag), client pods on
@@ -25,7 +26,7 @@ func BenchmarkCrossNodeOVN(b *testing.B) {
 	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_ADDS")); err == nil {
 		pods = min(max(v/2, 2), 50)
 	}
-	bed := harness.StartCrossNodeBed(b, "10.200.98.0/24", "10.200.98.2")
+	bed := agents.StartCrossNodeBed(b, "10.200.98.0/24", "10.200.98.2")
 	on := bed.Chain(map[string]any{"timeout": "5s", "nbSocket": bed.OVN.NB, "sbSocket": bed.OVN.SB})
 	off := bed.Chain(nil)
 	var addOn, addOff, catchUp, over []time.Duration
@@ -49,7 +50,7 @@ func BenchmarkCrossNodeOVN(b *testing.B) {
 			continue
 		}
 		addOn = append(addOn, took)
-		installed := msField(harness.OVSMapValue(bed.OVN.A.Vsctl("--columns=external_ids", "find", "Interface", "external_ids:sandbox="+rt.ContainerID), "ovn-installed-ts"))
+		installed := msField(agents.OVSMapValue(bed.OVN.A.Vsctl("--columns=external_ids", "find", "Interface", "external_ids:sandbox="+rt.ContainerID), "ovn-installed-ts"))
 		reached := msField(strings.TrimSpace(bed.OVN.Sbctl("--bare", "--columns=nb_cfg_timestamp", "find", "Chassis_Private", "name="+bed.OVN.B.Name)))
 		if installed.IsZero() || reached.IsZero() {
 			b.Fatalf("pod %d: no ovn-installed-ts (%v) or B's nb_cfg_timestamp (%v)", i, installed, reached)

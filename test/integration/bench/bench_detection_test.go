@@ -23,6 +23,7 @@ import (
 
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // BenchmarkDetectionLatency: from the moment the agent's programming is
@@ -54,7 +55,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 		if only := os.Getenv("NETREADY_BENCH_SOURCES"); only != "" && !strings.Contains(only, src.name) {
 			continue
 		}
-		n, agent := harness.NewAgentNet(b, src.conflist, 100*time.Millisecond, func(n *harness.TestNet, _ map[string]any) {
+		n, agent := cnitest.NewAgentNet(b, src.conflist, 100*time.Millisecond, func(n *cnitest.TestNet, _ map[string]any) {
 			n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, src.check}
 			n.Netready()["timeout"] = "10s"
 		})
@@ -77,15 +78,15 @@ func BenchmarkDetectionLatency(b *testing.B) {
 				harness.MustRun(b, "ip", "netns", "add", ns)
 				defer exec.Command("ip", "netns", "del", ns).Run()
 				path := "/var/run/netns/" + ns
-				cid := harness.ContainerID(path)
+				cid := cnitest.ContainerID(path)
 				name := fmt.Sprintf("p%d", i)
 				// 300-500 ms after the veth joins the bridge, when the
 				// chain (cnitool, bridge, host-local, netready's start) has
 				// usually reached netready's wait, even on a busy machine;
 				// at a random phase of the baseline's 200 ms cycle.
 				agent.SetPod(cid, "default", name, 300*time.Millisecond+rand.N(200*time.Millisecond))
-				out, err := n.Cnitool("add", path, harness.PodArgs("default", name))
-				defer n.Cnitool("del", path, harness.PodArgs("default", name))
+				out, err := n.Cnitool("add", path, cnitest.PodArgs("default", name))
+				defer n.Cnitool("del", path, cnitest.PodArgs("default", name))
 				if err != nil {
 					b.Errorf("ADD %d: %v", i, err)
 					return
@@ -179,7 +180,7 @@ func BenchmarkDetectionLatency(b *testing.B) {
 }
 
 // baselineProbe looks at a source once, as the 200 ms loop does.
-func baselineProbe(b testing.TB, source string, a *harness.TestAgent) func(ip string) bool {
+func baselineProbe(b testing.TB, source string, a *cnitest.TestAgent) func(ip string) bool {
 	switch source {
 	case "iptables":
 		ipt, err := iptables.New()

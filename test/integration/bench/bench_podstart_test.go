@@ -17,6 +17,7 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/fields"
@@ -80,8 +81,8 @@ func podStartSettingsFromEnv(b *testing.B) podStartSettings {
 // containerd, the DaemonSet's containers) copied to the folder.
 func BenchmarkPodStart(b *testing.B) {
 	s := podStartSettingsFromEnv(b)
-	n := harness.StartNode(b)
-	harness.StartHeartbeat(b, n.Path("agent/heartbeat"))
+	n := kube.StartNode(b)
+	kube.StartHeartbeat(b, n.Path("agent/heartbeat"))
 	ctx := context.Background()
 	if s.trace != "" {
 		keepNodeLogs(b, n, s.trace)
@@ -94,7 +95,7 @@ func BenchmarkPodStart(b *testing.B) {
 		_, err := n.Admin.CoreV1().ServiceAccounts("patcher").Get(ctx, "default", metav1.GetOptions{})
 		return err == nil
 	})
-	startSimplePatcher(b, client, "patcher", harness.NodeConditionType, os.Getenv("NETREADY_PODSTART_PATCHER") == "watch")
+	startSimplePatcher(b, client, "patcher", kube.NodeConditionType, os.Getenv("NETREADY_PODSTART_PATCHER") == "watch")
 	var rows podStartRows
 	for r := range s.rounds {
 		rows.plain = append(rows.plain, measurePodStartRow(n, b, client, s, "default", fmt.Sprintf("plain%d", r), false, nil))
@@ -109,7 +110,7 @@ func BenchmarkPodStart(b *testing.B) {
 	n.Kubectl("create", "namespace", "gated")
 	n.Kubectl("label", "namespace", "gated", "netready.io/readiness-gate=enabled")
 	n.WaitFor("the gate injected in the labelled namespace", time.Minute, func() bool {
-		probe := harness.NodePod("probe", false)
+		probe := kube.NodePod("probe", false)
 		probe.Namespace = "gated"
 		p, err := n.Admin.CoreV1().Pods("gated").Create(ctx, probe, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		return err == nil && len(p.Spec.ReadinessGates) == 1
@@ -268,8 +269,8 @@ type podStartRow struct {
 // podStartClient is its own client, unthrottled: client-go's default 5
 // QPS would delay the Create calls by a second and count that as start
 // latency.
-func podStartClient(n *harness.K8sNode) *kubernetes.Clientset {
-	return kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", harness.NodeAPIPort), BearerToken: "nr-node-admin",
+func podStartClient(n *kube.K8sNode) *kubernetes.Clientset {
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", kube.NodeAPIPort), BearerToken: "nr-node-admin",
 		TLSClientConfig: rest.TLSClientConfig{CAFile: n.Path("pki/ca.crt")}, QPS: 1000, Burst: 1000})
 }
 
@@ -278,14 +279,14 @@ func podStartClient(n *harness.K8sNode) *kubernetes.Clientset {
 // shows it Ready; each wave is deleted, and its addresses freed, before
 // the next. gated puts the gate in the pods' spec; cpu, when set, is
 // sampled around each wave.
-func measurePodStartRow(n *harness.K8sNode, b *testing.B, client *kubernetes.Clientset, s podStartSettings, namespace, prefix string, gated bool, cpu func() map[string]time.Duration) podStartRow {
+func measurePodStartRow(n *kube.K8sNode, b *testing.B, client *kubernetes.Clientset, s podStartSettings, namespace, prefix string, gated bool, cpu func() map[string]time.Duration) podStartRow {
 	b.Helper()
 	var row podStartRow
 	ctx := context.Background()
 	base := n.Allocations()
 	wave := min(s.pods, podStartWave)
 	for w0 := 0; w0 < s.pods; w0 += wave {
-		w, err := client.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", harness.NodeName).String()})
+		w, err := client.CoreV1().Pods(namespace).Watch(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", kube.NodeName).String()})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -306,7 +307,7 @@ func measurePodStartRow(n *harness.K8sNode, b *testing.B, client *kubernetes.Cli
 			wg.Add(1)
 			go func() {
 				defer wg.Done()
-				p := harness.NodePod(name, gated)
+				p := kube.NodePod(name, gated)
 				p.Namespace = namespace
 				mu.Lock()
 				created[name] = time.Now()
@@ -340,10 +341,10 @@ func measurePodStartRow(n *harness.K8sNode, b *testing.B, client *kubernetes.Cli
 					}
 					timelines[p.Name].see(p, now)
 				}
-				if c := publish.Current(p, harness.NodeConditionType); c != nil && c.Status == corev1.ConditionTrue && published[p.Name].IsZero() {
+				if c := publish.Current(p, kube.NodeConditionType); c != nil && c.Status == corev1.ConditionTrue && published[p.Name].IsZero() {
 					published[p.Name] = now
 				}
-				if !harness.PodReady(p) {
+				if !kube.PodReady(p) {
 					if heldByGate(p) && !held[p.Name] {
 						held[p.Name] = true
 						row.heldByGate++

@@ -16,6 +16,8 @@ import (
 
 	"github.com/netready/netready/pkg/ovsdb"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // BenchmarkPresetDetection: how long after the Cilium endpoint reaches its
@@ -33,8 +35,8 @@ func BenchmarkPresetDetection(b *testing.B) {
 	var report []string
 
 	sock := filepath.Join(b.TempDir(), "cilium.sock")
-	agent := harness.StartCiliumAgent(b, sock, 40*time.Millisecond, -1)
-	n := harness.CiliumNet(b, sock, "10s")
+	agent := agents.StartCiliumAgent(b, sock, 40*time.Millisecond, -1)
+	n := agents.CiliumNet(b, sock, "10s")
 	pol := startPoller(ctx, func(id string) bool { return !time.Now().Before(agent.LastStageAt(id)) })
 	var got, polled []time.Duration
 	for i := 0; i < adds; i++ {
@@ -51,8 +53,8 @@ func BenchmarkPresetDetection(b *testing.B) {
 	report = append(report, fmt.Sprintf("cilium preset (http, polled 2-50 ms): p50 %s p99 %s; 200 ms polling: p50 %s p99 %s",
 		harness.Ms(harness.Percentile(got, .5)), harness.Ms(harness.Percentile(got, .99)), harness.Ms(harness.Percentile(polled, .5)), harness.Ms(harness.Percentile(polled, .99))))
 
-	db := harness.StartOVSDB(b)
-	n = harness.OVNNet(b, db.Sock, "10s")
+	db := agents.StartOVSDB(b)
+	n = agents.OVNNet(b, db.Sock, "10s")
 	installed := func(cid string) bool {
 		qctx, qcancel := context.WithTimeout(ctx, time.Second)
 		defer qcancel()
@@ -97,10 +99,10 @@ func BenchmarkPresetDetection(b *testing.B) {
 
 // benchAdd runs one ADD and DEL through libcni and returns the marker's
 // readyAt.
-func benchAdd(b *testing.B, n *harness.TestNet, rt *libcni.RuntimeConf) time.Time {
+func benchAdd(b *testing.B, n *cnitest.TestNet, rt *libcni.RuntimeConf) time.Time {
 	b.Helper()
 	cni, list := n.Libcni()
-	netns := harness.NewNS(b)
+	netns := cnitest.NewNS(b)
 	rt.NetNS = netns.Path()
 	if _, err := cni.AddNetworkList(context.Background(), list, rt); err != nil {
 		b.Fatal(err)

@@ -23,6 +23,8 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // scaleRun is one churn's figures.
@@ -62,12 +64,12 @@ kind: Policy
 omitStages: [RequestReceived]
 rules:
   - level: Metadata
-    users: ["`+harness.AgentUser+`"]
+    users: ["`+kube.AgentUser+`"]
   - level: None
 `), 0o644)
 	auditLog := filepath.Join(dir, "audit.log")
-	a := harness.StartAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
-	cfg := a.Config(harness.AdminToken)
+	a := kube.StartAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	cfg := a.Config(kube.AdminToken)
 	cfg.QPS, cfg.Burst = 500, 1000
 	driver := kubernetes.NewForConfigOrDie(cfg)
 	ctx := context.Background()
@@ -90,7 +92,7 @@ rules:
 	watchesBefore := podWatches(b, a)
 	startedAt := time.Now()
 	for i := range nodes {
-		harness.StartSidecar(b, a, states[i], names[i], "--cni-conf-dir", "")
+		kube.StartSidecar(b, a, states[i], names[i], "--cni-conf-dir", "")
 	}
 	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
 	watches := [2]int{watchesBefore, podWatches(b, a)}
@@ -140,7 +142,7 @@ rules:
 // pods/binding.
 func kubeletStatusWrites(b *testing.B) string {
 	const batches, perBatch = 3, 10
-	n := harness.StartNode(b)
+	n := kube.StartNode(b)
 	ctx := context.Background()
 	var started, deleted int
 	for batch := range batches {
@@ -148,7 +150,7 @@ func kubeletStatusWrites(b *testing.B) string {
 		var names []string
 		for i := range perBatch {
 			names = append(names, fmt.Sprintf("kw-%d-%d", batch, i))
-			n.CreatePod(harness.NodePod(names[i], false))
+			n.CreatePod(kube.NodePod(names[i], false))
 		}
 		for _, name := range names {
 			n.WaitPod(name, "Ready", 2*time.Minute, func(p *corev1.Pod) bool {
@@ -177,7 +179,7 @@ func kubeletStatusWrites(b *testing.B) string {
 
 // scaleChurn runs the churn for d and returns its figures once every gated
 // pod's condition is seen (or 60 s after the churn).
-func scaleChurn(b *testing.B, a *harness.APIServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, published bool) scaleRun {
+func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, published bool) scaleRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -247,7 +249,7 @@ func scaleChurn(b *testing.B, a *harness.APIServer, driver *kubernetes.Clientset
 		if err != nil {
 			b.Fatal(err)
 		}
-		m := harness.ReadyMarker("scale", name, created, "10.200.0.5/24")
+		m := cnitest.ReadyMarker("scale", name, created, "10.200.0.5/24")
 		now := m.CreatedAt.Time
 		store := marker.Store{Dir: states[node]}
 		if err := store.Write(m); err != nil {
@@ -326,12 +328,12 @@ func cpuSeconds(pid int) float64 {
 
 // podWatches returns the pod watches open at the API server, from its
 // apiserver_longrunning_requests.
-func podWatches(b *testing.B, a *harness.APIServer) int {
+func podWatches(b *testing.B, a *kube.APIServer) int {
 	data, err := a.Admin.CoreV1().RESTClient().Get().AbsPath("/metrics").DoRaw(context.Background())
 	if err != nil {
 		b.Fatalf("the API server's /metrics: %v", err)
 	}
-	return harness.SumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
+	return kube.SumSeries(string(data), "apiserver_longrunning_requests", `resource="pods"`, `verb="WATCH"`)
 }
 
 // auditCounts counts the sidecars' requests in the audit log that the API
@@ -357,7 +359,7 @@ func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int
 			} `json:"objectRef"`
 			Received time.Time `json:"requestReceivedTimestamp"`
 		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != harness.AgentUser {
+		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != kube.AgentUser {
 			continue
 		}
 		// A watch is counted when it starts, any other request once done.

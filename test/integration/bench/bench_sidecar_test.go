@@ -19,6 +19,8 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // BenchmarkPublishLatency: a marker written until its condition is visible
@@ -26,9 +28,9 @@ import (
 // rate limits (QPS 5, burst 10), one pod at a time.
 func BenchmarkPublishLatency(b *testing.B) {
 	const pods = 200
-	a := harness.StartAPIServer(b)
+	a := kube.StartAPIServer(b)
 	state := b.TempDir()
-	harness.StartSidecar(b, a, state, harness.SidecarNode)
+	kube.StartSidecar(b, a, state, kube.SidecarNode)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	w, err := a.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{})
@@ -53,8 +55,8 @@ func BenchmarkPublishLatency(b *testing.B) {
 	var lat []time.Duration
 	for i := 0; i < pods; i++ {
 		name := fmt.Sprintf("bench-%d", i)
-		pod := a.NewPod(name, harness.SidecarNode)
-		m := harness.ReadyMarker("bench", fmt.Sprintf("c%d", i), pod, "10.200.0.5/24")
+		pod := a.NewPod(name, kube.SidecarNode)
+		m := cnitest.ReadyMarker("bench", fmt.Sprintf("c%d", i), pod, "10.200.0.5/24")
 		start := time.Now()
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
@@ -89,7 +91,7 @@ func vmRSS(pid int) float64 {
 // on another node, and a pool it watches; beside the same sidecar with no
 // pod at all, in the same run.
 func BenchmarkSidecarFootprint(b *testing.B) {
-	a := harness.StartAPIServer(b)
+	a := kube.StartAPIServer(b)
 	confDir, data := b.TempDir(), b.TempDir()
 	os.WriteFile(filepath.Join(confDir, "10-pods.conflist"), []byte(fmt.Sprintf(`{"cniVersion":"1.1.0","name":"pods","plugins":[
 		{"type":"bridge","ipam":{"type":"host-local","ranges":[[{"subnet":"10.99.0.0/24"}]],"dataDir":%q}},
@@ -105,7 +107,7 @@ func BenchmarkSidecarFootprint(b *testing.B) {
 		return n
 	}
 	steady := func(state, node string, want int) float64 {
-		listen, _, stop := harness.StartSidecarProc(b, a.AgentKubeconfig, state, node, "--cni-conf-dir", confDir)
+		listen, _, stop := kube.StartSidecarProc(b, a.AgentKubeconfig, state, node, "--cni-conf-dir", confDir)
 		defer stop()
 		var pid int
 		for _, p := range harness.ProcsMentioning(listen) {
@@ -132,8 +134,8 @@ func BenchmarkSidecarFootprint(b *testing.B) {
 	store := marker.Store{Dir: state}
 	for i := range 110 {
 		name := fmt.Sprintf("fp-%d", i)
-		pod := a.NewPod(name, harness.SidecarNode)
-		m := harness.ReadyMarker("pods", fmt.Sprintf("c%d", i), pod, fmt.Sprintf("10.99.0.%d/24", i+2))
+		pod := a.NewPod(name, kube.SidecarNode)
+		m := cnitest.ReadyMarker("pods", fmt.Sprintf("c%d", i), pod, fmt.Sprintf("10.99.0.%d/24", i+2))
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
 		}
@@ -141,7 +143,7 @@ func BenchmarkSidecarFootprint(b *testing.B) {
 	for i := range 40 {
 		a.NewPod(fmt.Sprintf("other-%d", i), "node-other")
 	}
-	busy := steady(state, harness.SidecarNode, 110)
+	busy := steady(state, kube.SidecarNode, 110)
 	fmt.Printf("\nSidecar RSS, steady state (max of 10 samples over 10 s): %.1f MB with 110 gated pods published (goal <= 30 MB: %s); %.1f MB with no pod, same run\n",
 		busy, metOrMissed(busy <= 30), idle)
 }

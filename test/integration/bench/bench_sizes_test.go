@@ -19,6 +19,7 @@ import (
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // BenchmarkBinarySizes: what `make build` produced, beside the reference
@@ -49,7 +50,7 @@ func BenchmarkNFTablesSetProbe(b *testing.B) {
 		fmt.Fprintf(&script, ", 10.%d.%d.%d", 100+i/65536, (i/256)%256, i%256)
 	}
 	script.WriteString(" }\n")
-	if err := harness.ApplyNFT(script.String()); err != nil {
+	if err := cnitest.ApplyNFT(script.String()); err != nil {
 		b.Fatal(err)
 	}
 	b.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })

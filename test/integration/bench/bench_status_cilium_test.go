@@ -13,6 +13,9 @@ import (
 
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // BenchmarkStatusCilium: STATUS with the cilium source against the real
@@ -25,12 +28,12 @@ import (
 // answer.
 func BenchmarkStatusCilium(b *testing.B) {
 	const runs = 200
-	a := harness.StartAPIServer(b)
-	cil := harness.StartRealCilium(b, a, "10.200.96.0/28")
+	a := kube.StartAPIServer(b)
+	cil := agents.StartRealCilium(b, a, "10.200.96.0/28")
 	bins := b.TempDir()
 	netready := copyBinary(b, filepath.Join(harness.BinDir, "netready"), bins, 1)[0]
 	tuning := copyBinary(b, filepath.Join(harness.CNIBinDir, "tuning"), bins, 1)[0]
-	n := harness.NewNet(b, "bridge.conflist", nil)
+	n := cnitest.NewNet(b, "bridge.conflist", nil)
 	// stateDir on a tmpfs, as /run/netready is on a node: STATUS keeps
 	// the agent's answer there.
 	harness.MustRun(b, "mount", "-t", "tmpfs", "-o", "size=16m", "netready-bench", n.StateDir)
@@ -66,7 +69,7 @@ func BenchmarkStatusCilium(b *testing.B) {
 	var status, bare, fromKept []time.Duration
 	call := func(into *[]time.Duration) {
 		start := time.Now()
-		if _, e := harness.InvokeBin(b, netready, "STATUS", conf); e != nil {
+		if _, e := cnitest.InvokeBin(b, netready, "STATUS", conf); e != nil {
 			b.Fatalf("STATUS: %+v", e)
 		}
 		*into = append(*into, time.Since(start))

@@ -17,6 +17,8 @@ import (
 
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // BenchmarkStatus: STATUS as the runtime runs it (one exec every few
@@ -39,7 +41,7 @@ func BenchmarkStatus(b *testing.B) {
 	}
 	for _, allocated := range []int{1000, 65000} {
 		dir := b.TempDir()
-		n := harness.NewNet(b, "bridge.conflist", nil)
+		n := cnitest.NewNet(b, "bridge.conflist", nil)
 		pool := filepath.Join(dir, n.Name)
 		os.MkdirAll(pool, 0o755)
 		for i := 0; i < allocated; i++ {
@@ -66,7 +68,7 @@ func BenchmarkStatus(b *testing.B) {
 					os.Chtimes(pool, at, at)
 				}
 				start := time.Now()
-				if _, e := harness.InvokeBin(b, netready, "STATUS", conf); e != nil {
+				if _, e := cnitest.InvokeBin(b, netready, "STATUS", conf); e != nil {
 					b.Fatalf("STATUS: %+v", e)
 				}
 				runs = append(runs, time.Since(start))
@@ -113,19 +115,19 @@ func BenchmarkStatus(b *testing.B) {
 // tuning VERSION runs beside each call, before it in every other one. The
 // sidecar's keep latency says how many calls land before its count is
 // kept, and count the folder themselves, as in the row without it.
-func statusWithSidecar(b *testing.B, n *harness.TestNet, dataDir, netready, tuning string) {
+func statusWithSidecar(b *testing.B, n *cnitest.TestNet, dataDir, netready, tuning string) {
 	const (
 		runs      = 200
 		statusGap = 250 * time.Millisecond
 		// kubelet asks the runtime for its status every 5 s.
 		period = 5 * time.Second
 	)
-	a := harness.StartAPIServer(b)
-	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+	a := kube.StartAPIServer(b)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kube.SidecarNode}}, metav1.CreateOptions{}); err != nil {
 		b.Fatal(err)
 	}
 	n.Write()
-	_, logs := harness.StartSidecar(b, a, n.StateDir, harness.SidecarNode, "--cni-conf-dir", n.ConfDir)
+	_, logs := kube.StartSidecar(b, a, n.StateDir, kube.SidecarNode, "--cni-conf-dir", n.ConfDir)
 	kept := pool.CachePath(n.StateDir, n.Name)
 	w, err := fsnotify.NewWatcher()
 	if err != nil {
@@ -137,7 +139,7 @@ func statusWithSidecar(b *testing.B, n *harness.TestNet, dataDir, netready, tuni
 	}
 	folder := filepath.Join(dataDir, n.Name)
 	keptFor := func(mtimeNs int64) bool {
-		c, ok := harness.ReadKeptCount(kept)
+		c, ok := cnitest.ReadKeptCount(kept)
 		return ok && c.MtimeNs == mtimeNs
 	}
 	waitKept := func(mtimeNs int64, until time.Time) bool {
@@ -152,12 +154,12 @@ func statusWithSidecar(b *testing.B, n *harness.TestNet, dataDir, netready, tuni
 		}
 		return true
 	}
-	hl := &harness.HostLocal{Network: n.Name, Netns: harness.NewNS(b).Path(),
+	hl := &cnitest.HostLocal{Network: n.Name, Netns: cnitest.NewNS(b).Path(),
 		IPAM: fmt.Sprintf(`{"type":"host-local","ranges":[[{"subnet":"10.201.0.0/16"}]],"dataDir":%q}`, dataDir)}
 	var status, bare, keep []time.Duration
 	callStatus := func() {
 		start := time.Now()
-		if _, e := harness.InvokeBin(b, netready, "STATUS", n.PluginConf(nil)); e != nil {
+		if _, e := cnitest.InvokeBin(b, netready, "STATUS", n.PluginConf(nil)); e != nil {
 			b.Fatalf("STATUS: %+v", e)
 		}
 		status = append(status, time.Since(start))

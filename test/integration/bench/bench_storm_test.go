@@ -28,6 +28,7 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/wait"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // stormPods: a node's default maxPods, all starting at once (a boot, or a
@@ -158,7 +159,7 @@ func stormKinds(b *testing.B) []*stormKind {
 	}
 
 	iptChain := "NRS" + id
-	harness.IPTablesChain(b, iptChain)
+	cnitest.IPTablesChain(b, iptChain)
 	kubeProxyRuleset(b, "NRK"+id, 500, 20)
 	filter := &nftables.Table{Name: "filter", Family: nftables.TableFamilyIPv4}
 	iptRules := &nftables.Chain{Name: iptChain, Table: filter}
@@ -345,8 +346,8 @@ func wakeFloor(b *testing.B, n int, tick, span time.Duration) float64 {
 
 // stormNet is bridge + host-local + netready with an address check and
 // kind's check, or tuning in netready's place when kind is nil.
-func stormNet(b *testing.B, kind *stormKind) *harness.TestNet {
-	return harness.NewNet(b, "bridge.conflist", func(n *harness.TestNet, list map[string]any) {
+func stormNet(b *testing.B, kind *stormKind) *cnitest.TestNet {
+	return cnitest.NewNet(b, "bridge.conflist", func(n *cnitest.TestNet, list map[string]any) {
 		ps := list["plugins"].([]any)
 		if kind == nil {
 			ps[len(ps)-1] = map[string]any{"type": "tuning", "dataDir": filepath.Join(n.StateDir, "tuning")}
@@ -368,7 +369,7 @@ func runStorm(b *testing.B, pods int, kind *stormKind, delay time.Duration) stor
 	defer harness.MustRun(b, "umount", n.StateDir)
 	netns := make([]ns.NetNS, pods)
 	for i := range netns {
-		netns[i] = harness.NewNS(b)
+		netns[i] = cnitest.NewNS(b)
 	}
 	if err := os.MkdirAll(n.IPAMDir, 0o755); err != nil {
 		b.Fatal(err)

@@ -15,7 +15,7 @@ import (
 	"github.com/google/nftables"
 
 	"github.com/netready/netready/pkg/nftrule"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // timeVersion times one exec of a CNI plugin's VERSION, its start and
@@ -106,7 +106,7 @@ type listener struct {
 
 // startListener opens the stream for nftables (set elements) and file
 // (the Calico folder), or returns nil for sources without events.
-func startListener(ctx context.Context, b testing.TB, source string, a *harness.TestAgent) *listener {
+func startListener(ctx context.Context, b testing.TB, source string, a *cnitest.TestAgent) *listener {
 	l := &listener{seen: map[string]time.Time{}, probed: map[string]time.Time{}}
 	switch source {
 	case "nftables":

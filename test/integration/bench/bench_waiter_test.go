@@ -12,7 +12,7 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // BenchmarkWaiterCost: what one waiting ADD costs in CPU, for each storm
@@ -64,7 +64,7 @@ func waiterCPU(b *testing.B, kind *stormKind, reps int, wait time.Duration, fore
 	cni, list := n.Libcni()
 	var total float64
 	for i := range reps {
-		netns := harness.NewNS(b)
+		netns := cnitest.NewNS(b)
 		rt := &libcni.RuntimeConf{ContainerID: fmt.Sprintf("waiter-%s-%d", n.ID, i), NetNS: netns.Path(), IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", fmt.Sprintf("waiter-%d", i)}, {"K8S_POD_UID", fmt.Sprintf("u-%d", i)}}}
 		done := make(chan struct{})

@@ -19,7 +19,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -117,14 +117,14 @@ func sandboxUp(p *corev1.Pod) bool {
 // daemonSetCPU returns a sampler of the CPU time (user and system) that
 // netready's DaemonSet pod on the node has used so far, per container,
 // from its containers' cgroups (cpuacct.usage).
-func daemonSetCPU(b *testing.B, n *harness.K8sNode) func() map[string]time.Duration {
+func daemonSetCPU(b *testing.B, n *kube.K8sNode) func() map[string]time.Duration {
 	pods, err := n.Admin.CoreV1().Pods("kube-system").List(context.Background(), metav1.ListOptions{})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var pod *corev1.Pod
 	for i := range pods.Items {
-		if strings.HasPrefix(pods.Items[i].Name, "netready-") && pods.Items[i].Spec.NodeName == harness.NodeName {
+		if strings.HasPrefix(pods.Items[i].Name, "netready-") && pods.Items[i].Spec.NodeName == kube.NodeName {
 			pod = &pods.Items[i]
 		}
 	}
@@ -172,7 +172,7 @@ func (t *podTimeline) see(p *corev1.Pod, now time.Time) {
 	t.uid = p.UID
 	parts := []string{string(p.Status.Phase), "ip=" + p.Status.PodIP}
 	for _, ct := range []corev1.PodConditionType{corev1.PodScheduled, corev1.PodReadyToStartContainers, corev1.PodInitialized,
-		harness.NodeConditionType, corev1.ContainersReady, corev1.PodReady} {
+		kube.NodeConditionType, corev1.ContainersReady, corev1.PodReady} {
 		for _, c := range p.Status.Conditions {
 			if c.Type != ct {
 				continue
@@ -213,7 +213,7 @@ func kubeletVerbosity(b *testing.B, v int) {
 // keepNodeLogs copies the node's logs to dir at the end of the benchmark,
 // before the node is torn down: its daemons' (kubelet's among them), the
 // pods' (the DaemonSet's containers), and containerd's.
-func keepNodeLogs(b *testing.B, n *harness.K8sNode, dir string) {
+func keepNodeLogs(b *testing.B, n *kube.K8sNode, dir string) {
 	b.Cleanup(func() {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
 			b.Errorf("trace: %v", err)

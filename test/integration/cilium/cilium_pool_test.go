@@ -23,9 +23,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // ciliumPoolCIDR is the Node's podCIDR in TestCiliumPoolExhaustionTaintsTheNode: a
@@ -40,8 +43,8 @@ const ciliumPoolCIDR = "10.200.95.0/28"
 // count, and names it for the refused pod, Pending on the Node; deleting
 // pods lifts the taint.
 func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	cil := harness.StartRealCilium(t, a, ciliumPoolCIDR)
+	a := kube.StartAPIServer(t)
+	cil := agents.StartRealCilium(t, a, ciliumPoolCIDR)
 	ctx := context.Background()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -50,7 +53,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		cil.Netns, cil.Sock, filepath.Join(cil.Bins, "cilium-cni"))), 0o755)
 	harness.CopyFile(t, filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready"), 0o755)
 	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
-	list := harness.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, nil)
+	list := cnitest.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, nil)
 	ipam := map[string]any{"type": "cilium", "socket": "unix://" + cil.Sock}
 
 	src, err := pool.New("cilium", mustJSON(t, ipam))
@@ -88,8 +91,8 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 	for i := 0; i < 20 && refused == nil; i++ {
 		name := fmt.Sprintf("pool-%d", i)
 		pod := a.Create(t, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-			Spec: corev1.PodSpec{NodeName: harness.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
-		rt := &libcni.RuntimeConf{ContainerID: "cilpool-" + name + "-" + harness.RandomHex(3), NetNS: harness.NewNS(t).Path(), IfName: "eth0",
+			Spec: corev1.PodSpec{NodeName: agents.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}})
+		rt := &libcni.RuntimeConf{ContainerID: "cilpool-" + name + "-" + harness.RandomHex(3), NetNS: cnitest.NewNS(t).Path(), IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", string(pod.UID)}}}
 		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
 			refused = err
@@ -113,7 +116,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		status := func() error {
 			// netready's STATUS alone: cilium-cni answers STATUS for its
 			// agent's health, not its pool.
-			l := harness.AgentChain(t, "cilium", map[string]any{"type": "netready", "stateDir": filepath.Join(dir, "state"),
+			l := cnitest.AgentChain(t, "cilium", map[string]any{"type": "netready", "stateDir": filepath.Join(dir, "state"),
 				"status": map[string]any{"ipam": ipam, "poolAction": "notready"}}, nil)
 			return cni.GetStatusNetworkList(ctx, l)
 		}
@@ -121,7 +124,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		// The agent refreshes its status every 5 s; STATUS keeps an
 		// answer 3 s.
 		harness.Within(t, "STATUS fails", 15*time.Second, func() bool { err = status(); return err != nil })
-		if harness.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "IP pool exhausted") || !strings.Contains(err.Error(), strings.ReplaceAll(full, `\"`, `"`)) {
+		if cnitest.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "IP pool exhausted") || !strings.Contains(err.Error(), strings.ReplaceAll(full, `\"`, `"`)) {
 			t.Errorf("STATUS = %v, want code 50: IP pool exhausted, %s", err, full)
 		}
 	})
@@ -134,16 +137,16 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		map[string]any{"type": "cilium-cni"},
 		map[string]any{"type": "netready", "status": map[string]any{"ipam": map[string]any{"type": "cilium", "socket": "unix://" + front}, "poolAction": "taint"}}}})
 	os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), conf, 0o644)
-	tw := harness.WatchTaint(t, a.Admin, harness.CiliumNode)
-	listen, logs := harness.StartSidecar(t, a, t.TempDir(), harness.CiliumNode, "--cni-conf-dir", confDir)
+	tw := kube.WatchTaint(t, a.Admin, agents.CiliumNode)
+	listen, logs := kube.StartSidecar(t, a, t.TempDir(), agents.CiliumNode, "--cni-conf-dir", confDir)
 
 	t.Run("the sidecar taints the Node", func(t *testing.T) {
 		harness.Within(t, "the taint", 30*time.Second, func() bool { added, _ := tw.FirstTimes(); return !added.IsZero() })
-		c := taint.Current(a.Node(t, harness.CiliumNode))
+		c := nodewriter.Current(a.Node(t, agents.CiliumNode))
 		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "14 of 14 addresses in use") {
 			t.Errorf("condition = %+v, want True naming Cilium's count\n%s", c, logs.String())
 		}
-		m := harness.MetricsText(t, listen)
+		m := kube.MetricsText(t, listen)
 		for _, want := range []string{
 			`netready_pool_addresses{network="cilium",source="cilium",state="capacity"} 14`,
 			`netready_pool_addresses{network="cilium",source="cilium",state="free"} 0`,
@@ -156,7 +159,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 	})
 
 	t.Run("kubectl netready names the exhausted pool", func(t *testing.T) {
-		kc := a.Kubeconfig("admin", harness.AdminToken)
+		kc := a.Kubeconfig("admin", kube.AdminToken)
 		netready := func(args ...string) (string, int) {
 			out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
 			code := 0
@@ -168,7 +171,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 			return string(out), code
 		}
 		status, code := netready("status")
-		row := regexp.MustCompile(`(?m)^` + harness.CiliumNode + `\s+cilium\s+cilium\s+0 of 14 free in ` + regexp.QuoteMeta(ciliumPoolCIDR) + `\s+1\s+exhausted$`)
+		row := regexp.MustCompile(`(?m)^` + agents.CiliumNode + `\s+cilium\s+cilium\s+0 of 14 free in ` + regexp.QuoteMeta(ciliumPoolCIDR) + `\s+1\s+exhausted$`)
 		// Exit 1: an exhausted pool is a problem status names.
 		if code != 1 || !row.MatchString(status) {
 			t.Errorf("kubectl netready status: exit %d, want 1 and the row %s:\n%s", code, row, status)
@@ -178,9 +181,9 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		out, code := netready("explain", "-n", "default", refusedPod)
 		for _, want := range []string{
 			fmt.Sprintf("pod default/%s on node %s is not gated: netready publishes no network readiness for it; node %s's IP pool is exhausted: cilium (cilium), 0 of 14 free in %s\n",
-				refusedPod, harness.CiliumNode, harness.CiliumNode, ciliumPoolCIDR),
-			fmt.Sprintf("pool:        cilium (cilium) on %s: 0 of 14 free in %s (minFree 1): exhausted\n", harness.CiliumNode, ciliumPoolCIDR),
-			"to do:       free addresses on " + harness.CiliumNode + " (delete pods there that can go); for more per node, a larger per-node pod CIDR",
+				refusedPod, agents.CiliumNode, agents.CiliumNode, ciliumPoolCIDR),
+			fmt.Sprintf("pool:        cilium (cilium) on %s: 0 of 14 free in %s (minFree 1): exhausted\n", agents.CiliumNode, ciliumPoolCIDR),
+			"to do:       free addresses on " + agents.CiliumNode + " (delete pods there that can go); for more per node, a larger per-node pod CIDR",
 		} {
 			if code != 1 || !strings.Contains(out, want) {
 				t.Errorf("kubectl netready explain %s: exit %d, want 1 and %q:\n%s", refusedPod, code, want, out)
@@ -193,12 +196,12 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		removed := tw.RemovalCount()
 		unavailable.Store(true)
 		harness.Within(t, "the condition saying held", 15*time.Second, func() bool {
-			c := taint.Current(a.Node(t, harness.CiliumNode))
+			c := nodewriter.Current(a.Node(t, agents.CiliumNode))
 			return c != nil && strings.Contains(c.Message, "held: can't tell since ")
 		})
 		// Longer than the 7 s of an agent's restart: two polls or more.
 		for end := time.Now().Add(12 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
-			if !taint.Has(a.Node(t, harness.CiliumNode)) {
+			if !nodewriter.Has(a.Node(t, agents.CiliumNode)) {
 				t.Fatalf("the taint was lifted while the agent answered 503\n%s", logs.String())
 			}
 		}
@@ -206,13 +209,13 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		if tw.RemovalCount() != removed {
 			t.Errorf("the taint went and came back while the agent answered 503")
 		}
-		c := taint.Current(a.Node(t, harness.CiliumNode))
-		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "503 Service Unavailable") || !strings.Contains(c.Message, taint.HeldExhaustedMark) {
+		c := nodewriter.Current(a.Node(t, agents.CiliumNode))
+		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "503 Service Unavailable") || !strings.Contains(c.Message, pool.HeldExhaustedMark) {
 			t.Errorf("condition = %+v, want True, held, naming the 503", c)
 		}
 		// The agent's own count again: 14 of 14, still tainted, not held.
 		harness.Within(t, "the condition counting again", 15*time.Second, func() bool {
-			c := taint.Current(a.Node(t, harness.CiliumNode))
+			c := nodewriter.Current(a.Node(t, agents.CiliumNode))
 			return c != nil && c.Status == corev1.ConditionTrue && strings.Contains(c.Message, "14 of 14 addresses in use") && !strings.Contains(c.Message, "held")
 		})
 	})
@@ -223,7 +226,7 @@ func TestCiliumPoolExhaustionTaintsTheNode(t *testing.T) {
 		}
 		pods = pods[:len(pods)-3]
 		harness.Within(t, "the taint lifted", 30*time.Second, func() bool { _, removed := tw.FirstTimes(); return !removed.IsZero() })
-		if taint.Has(a.Node(t, harness.CiliumNode)) {
+		if nodewriter.Has(a.Node(t, agents.CiliumNode)) {
 			t.Errorf("the Node still carries the taint\n%s", logs.String())
 		}
 	})

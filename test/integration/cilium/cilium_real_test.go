@@ -22,6 +22,9 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestFirstConnectionSucceedsThroughCilium: a real cilium-agent (v1.20, built from the module
@@ -34,8 +37,8 @@ import (
 // is refused. STATUS, with the agent's /v1/healthz as its agent, is green
 // while the agent runs and fails once it has been down for failAfter.
 func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	cil := harness.StartRealCilium(t, a, "10.200.96.0/24")
+	a := kube.StartAPIServer(t)
+	cil := agents.StartRealCilium(t, a, "10.200.96.0/24")
 	ctx := context.Background()
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
@@ -53,14 +56,14 @@ func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
 				"logFile": filepath.Join(dir, "netready.log"),
 				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + cil.Sock}}}
 		}
-		return harness.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, entry)
+		return cnitest.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, entry)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 	add := func(list *libcni.NetworkConfigList, name, app string) (*libcni.RuntimeConf, string, error) {
 		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"app": app}},
-			Spec: corev1.PodSpec{NodeName: harness.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+			Spec: corev1.PodSpec{NodeName: agents.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
 		pod = a.Create(t, pod)
-		rt := &libcni.RuntimeConf{ContainerID: "cil-" + name + "-" + harness.RandomHex(3), NetNS: harness.NewNS(t).Path(), IfName: "eth0",
+		rt := &libcni.RuntimeConf{ContainerID: "cil-" + name + "-" + harness.RandomHex(3), NetNS: cnitest.NewNS(t).Path(), IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", string(pod.UID)}}}
 		t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 		res, err := cni.AddNetworkList(ctx, list, rt)
@@ -93,8 +96,8 @@ func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ADD server: %v\n%s", err, cil.Log(40))
 	}
-	harness.ServeTCP(t, srv.NetNS, 8080)
-	connect := func(rt *libcni.RuntimeConf) error { return harness.FirstConnect(rt.NetNS, serverIP+":8080") }
+	cnitest.ServeTCP(t, srv.NetNS, 8080)
+	connect := func(rt *libcni.RuntimeConf) error { return cnitest.FirstConnect(rt.NetNS, serverIP+":8080") }
 	// Each pod's first action, right after ADD returns, is one TCP
 	// connection with no SYN retry to rescue it.
 	run := func(withNetready bool, arm int) (ok int, adds, waited []time.Duration, fails []string) {
@@ -167,7 +170,7 @@ func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
 		}
 		time.Sleep(3500 * time.Millisecond)
 		err := status()
-		if harness.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), cil.Sock) {
+		if cnitest.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), cil.Sock) {
 			t.Errorf("STATUS 3.5 s after the agent stopped = %v, want code 50 naming its socket", err)
 		}
 	})

@@ -16,7 +16,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestCiliumPresetHoldsADDUntilTheEndpointIsReady: ADD holds through every state a fresh Cilium endpoint
@@ -29,10 +30,10 @@ func TestCiliumPresetHoldsADDUntilTheEndpointIsReady(t *testing.T) {
 	ctx := context.Background()
 	t.Run("walks every state", func(t *testing.T) {
 		sock := filepath.Join(t.TempDir(), "cilium.sock")
-		agent := harness.StartCiliumAgent(t, sock, 300*time.Millisecond, -1)
-		n := harness.CiliumNet(t, sock, "10s")
+		agent := agents.StartCiliumAgent(t, sock, 300*time.Millisecond, -1)
+		n := agents.CiliumNet(t, sock, "10s")
 		cni, list := n.Libcni()
-		netns := harness.NewNS(t)
+		netns := cnitest.NewNS(t)
 		rt := &libcni.RuntimeConf{ContainerID: "cil-" + n.ID, NetNS: netns.Path(), IfName: "eth0"}
 		t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 		if _, err := cni.AddNetworkList(ctx, list, rt); err != nil {
@@ -54,9 +55,9 @@ func TestCiliumPresetHoldsADDUntilTheEndpointIsReady(t *testing.T) {
 		setup func(t *testing.T, sock string)
 		want  string
 	}{
-		{"stuck on the init identity", func(t *testing.T, sock string) { harness.StartCiliumAgent(t, sock, time.Hour, 3) }, "has the init identity (5)"},
-		{"stuck on an old policy revision", func(t *testing.T, sock string) { harness.StartCiliumAgent(t, sock, time.Hour, 4) }, "policy revision 7 realized, 8 desired"},
-		{"endpoint never created", func(t *testing.T, sock string) { harness.StartCiliumAgent(t, sock, time.Hour, 0) }, "not there yet (404)"},
+		{"stuck on the init identity", func(t *testing.T, sock string) { agents.StartCiliumAgent(t, sock, time.Hour, 3) }, "has the init identity (5)"},
+		{"stuck on an old policy revision", func(t *testing.T, sock string) { agents.StartCiliumAgent(t, sock, time.Hour, 4) }, "policy revision 7 realized, 8 desired"},
+		{"endpoint never created", func(t *testing.T, sock string) { agents.StartCiliumAgent(t, sock, time.Hour, 0) }, "not there yet (404)"},
 		{"agent not running", func(t *testing.T, sock string) {}, "no such file or directory"},
 		{"hanging agent", func(t *testing.T, sock string) {
 			l, err := net.Listen("unix", sock)
@@ -78,16 +79,16 @@ func TestCiliumPresetHoldsADDUntilTheEndpointIsReady(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sock := filepath.Join(t.TempDir(), "cilium.sock")
 			tc.setup(t, sock)
-			n := harness.CiliumNet(t, sock, "1500ms")
+			n := agents.CiliumNet(t, sock, "1500ms")
 			cni, list := n.Libcni()
-			netns := harness.NewNS(t)
+			netns := cnitest.NewNS(t)
 			rt := &libcni.RuntimeConf{ContainerID: "cil-" + n.ID, NetNS: netns.Path(), IfName: "eth0"}
 			t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 			start := time.Now()
 			_, err := cni.AddNetworkList(ctx, list, rt)
 			took := time.Since(start)
-			if harness.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "cilium endpoint cni-attachment-id:") || !strings.Contains(err.Error(), tc.want) {
-				t.Errorf("ADD = %v (code %d), want code 11 naming the endpoint and %q", err, harness.CNICode(err), tc.want)
+			if cnitest.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "cilium endpoint cni-attachment-id:") || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("ADD = %v (code %d), want code 11 naming the endpoint and %q", err, cnitest.CNICode(err), tc.want)
 			}
 			if took > 6*time.Second {
 				t.Errorf("a 1.5s timeout took %v", took)
@@ -113,13 +114,13 @@ func TestStatusFailsUntilTheAgentMeetsExpect(t *testing.T) {
 	})}
 	go srv.Serve(l)
 	t.Cleanup(func() { srv.Close() })
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["status"] = map[string]any{"failAfter": "0s", "agents": []any{map[string]any{"kind": "http", "url": "http://" + l.Addr().String() + "/v1/healthz",
 			"expect": []any{map[string]any{"path": "cilium.state", "equals": "Ok"}}}}}
 	})
 	cni, list := n.Libcni()
 	err = cni.GetStatusNetworkList(context.Background(), list)
-	if harness.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), `cilium.state is "degraded", want "Ok"`) {
+	if cnitest.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), `cilium.state is "degraded", want "Ok"`) {
 		t.Errorf("STATUS with a degraded agent = %v, want code 50 naming the field", err)
 	}
 	healthy.Lock()

@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestDeployNamePrefix applies deploy/ under an overlay that renames
@@ -30,7 +30,7 @@ import (
 // probes through.
 func TestDeployNamePrefix(t *testing.T) {
 	const ns, sa = "netready-system", "acme-netready-sidecar-x"
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	overlay := overlayOf(t, "namePrefix: acme-\nnameSuffix: -x\nnamespace: "+ns+"\n")
 	a.CreateNamespaces(t, ns)
@@ -45,13 +45,13 @@ func TestDeployNamePrefix(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	self := harness.PlainPod(ns, "acme-netready-x-abcde", "node-a")
+	self := kube.PlainPod(ns, "acme-netready-x-abcde", "node-a")
 	self.Spec.ServiceAccountName = sa
 	self = a.Create(t, self)
 	token := a.BoundToken(t, self)
 	sidecar := kubernetes.NewForConfigOrDie(a.Config(token))
-	mine := a.Create(t, harness.PlainPod("default", "web", "node-a"))
-	theirs := a.Create(t, harness.PlainPod("default", "far", "node-b"))
+	mine := a.Create(t, kube.PlainPod("default", "web", "node-a"))
+	theirs := a.Create(t, kube.PlainPod("default", "far", "node-b"))
 	cond := func(uid types.UID) []byte {
 		p, _ := publish.Patch(uid, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
 			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
@@ -91,7 +91,7 @@ func TestDeployNamePrefix(t *testing.T) {
 
 	t.Run("the renamed gate is injected", func(t *testing.T) {
 		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err == nil && slices.ContainsFunc(p.Spec.ReadinessGates, func(g corev1.PodReadinessGate) bool { return g.ConditionType == publish.DefaultConditionType }) {
 				return
 			}
@@ -105,9 +105,9 @@ func TestDeployNamePrefix(t *testing.T) {
 	stateDir := t.TempDir()
 	scoped := []string{"--require-scope", "--pod-namespace", ns, "--pod-name", self.Name, "--cni-conf-dir", ""}
 	t.Run("the sidecar starts once its probes are refused", func(t *testing.T) {
-		listen, logs, stop := harness.RunSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
+		listen, logs, stop := kube.RunSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
 		defer stop()
-		if why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+		if why := kube.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
 			t.Fatalf("the scoped sidecar never turned ready: %s\n%s", why, logs.String())
 		}
 	})
@@ -115,18 +115,18 @@ func TestDeployNamePrefix(t *testing.T) {
 	t.Run("without --pod-name the sidecar finds its pod from its token", func(t *testing.T) {
 		// A DaemonSet from before POD_NAME and POD_NAMESPACE, running
 		// this image: SelfSubjectReview names the pod the token is bound to.
-		listen, logs, stop := harness.RunSidecar(t, kubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
+		listen, logs, stop := kube.RunSidecar(t, kubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
 		defer stop()
-		if why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+		if why := kube.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
 			t.Fatalf("the sidecar without its pod's name never turned ready: %s\n%s", why, logs.String())
 		}
 		if !strings.Contains(logs.String(), "pod="+ns+"/"+self.Name) {
 			t.Errorf("the sidecar did not log the pod it found (%s/%s):\n%s", ns, self.Name, logs.String())
 		}
 		// A token bound to no pod: it says so, and writes nothing.
-		listen, _, stop2 := harness.RunSidecar(t, a.AgentKubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
+		listen, _, stop2 := kube.RunSidecar(t, a.AgentKubeconfig, t.TempDir(), "node-a", "--require-scope", "--pod-namespace", "", "--pod-name", "", "--cni-conf-dir", "")
 		defer stop2()
-		if why := harness.SidecarReadyz(listen, 3*time.Second, http.StatusOK); !strings.Contains(why, "no pod-bound token") || !strings.Contains(why, "--pod-name") {
+		if why := kube.SidecarReadyz(listen, 3*time.Second, http.StatusOK); !strings.Contains(why, "no pod-bound token") || !strings.Contains(why, "--pod-name") {
 			t.Errorf("/readyz with a token bound to no pod = %q, want it to say so and name --pod-name", why)
 		}
 	})
@@ -142,9 +142,9 @@ func TestDeployNamePrefix(t *testing.T) {
 				t.Fatal("the scope policy still refuses 30 s after the identity binding was deleted")
 			}
 		}
-		listen, logs, stop := harness.RunSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
+		listen, logs, stop := kube.RunSidecar(t, kubeconfig, stateDir, "node-a", scoped...)
 		defer stop()
-		why := harness.SidecarReadyz(listen, 5*time.Second, http.StatusOK)
+		why := kube.SidecarReadyz(listen, 5*time.Second, http.StatusOK)
 		for _, want := range []string{"not in force", "(policy netready-sidecar-scope)", "(policy netready-sidecar-node-scope)", "(policy netready-sidecar-events)"} {
 			if !strings.Contains(why, want) {
 				t.Errorf("/readyz without its identity = %q, want it to name %q", why, want)
@@ -155,7 +155,7 @@ func TestDeployNamePrefix(t *testing.T) {
 		}
 		// Put it back: the waiting sidecar starts by itself.
 		a.Kubectl(t, "apply", "-k", overlay, "--server-side")
-		if why := harness.SidecarReadyz(listen, 90*time.Second, http.StatusOK); why != "" {
+		if why := kube.SidecarReadyz(listen, 90*time.Second, http.StatusOK); why != "" {
 			t.Fatalf("the sidecar did not start once its identity was back: %s\n%s", why, logs.String())
 		}
 	})

@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // ownCondition is the sidecar's condition on pod, as a strategic merge
@@ -33,10 +33,10 @@ func ownCondition(pod *corev1.Pod, typ string) []byte {
 // gate, netready's; node-a's kubelet still writes pod status, Node status
 // and Events (events.k8s.io and core/v1); and the sidecar stays scoped.
 func TestLabelledConfigMapsChangeNoPolicy(t *testing.T) {
-	d := harness.NewScopedDeploy(t)
+	d := kube.NewScopedDeploy(t)
 	a, ctx := d.A, context.Background()
 	kubelet := a.Kubelet(t, "node-a")
-	pod := a.Create(t, harness.PlainPod("default", "web", "node-a"))
+	pod := a.Create(t, kube.PlainPod("default", "web", "node-a"))
 	gated := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: "gated", Labels: map[string]string{"netready.io/readiness-gate": "enabled"}}}
 	if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, gated, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -45,7 +45,7 @@ func TestLabelledConfigMapsChangeNoPolicy(t *testing.T) {
 		t.Fatal(err)
 	}
 	gates := func() ([]corev1.PodReadinessGate, error) {
-		p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "app", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "app", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err != nil {
 			return nil, err
 		}

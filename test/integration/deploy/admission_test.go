@@ -20,9 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/pkg/conditions"
-	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestDeployLetsTheSidecarWriteOnlyItsCondition applies deploy/ as users do (kubectl apply -k,
@@ -31,7 +32,7 @@ import (
 // set its condition on node-a's pods and nothing else through pods/status,
 // and that the readiness gate is added exactly where it should be.
 func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	a.Kubectl(t, "apply", "-k", "../../../deploy", "--server-side", "--dry-run=server")
 	out := a.Kubectl(t, "apply", "-k", "../../../deploy", "--server-side")
@@ -46,12 +47,12 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 		}
 	}
 	// The sidecar's own pod on node-a, and the token kubelet would mint.
-	self := harness.PlainPod("kube-system", "netready-abcde", "node-a")
+	self := kube.PlainPod("kube-system", "netready-abcde", "node-a")
 	self.Spec.ServiceAccountName = "netready-sidecar"
 	self = a.Create(t, self)
 	sidecar := kubernetes.NewForConfigOrDie(a.Config(a.BoundToken(t, self)))
-	podA := a.Create(t, harness.PlainPod("default", "web-a", "node-a"))
-	podB := a.Create(t, harness.PlainPod("default", "web-b", "node-b"))
+	podA := a.Create(t, kube.PlainPod("default", "web-a", "node-a"))
+	podB := a.Create(t, kube.PlainPod("default", "web-b", "node-b"))
 
 	own := func(pod *corev1.Pod) []byte {
 		p, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
@@ -146,7 +147,7 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 			{"NetreadyConfigInvalid about its own Node", event("e2", "Node", "node-a", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), true},
 			{"NetreadyPresetNotWriting about its own Node", event("e6", "Node", "node-a", "default", conditions.ReasonPresetNotWriting, "netready-sidecar-node-a"), true},
 			{"NetreadyInstallBackedOff about its own Node", event("e7", "Node", "node-a", "default", conditions.ReasonInstallBackedOff, "netready-sidecar-node-a"), true},
-			{"NetreadyStatusInactive about its own Node", event("e8", "Node", "node-a", "default", poolwatch.ReasonStatusInactive, "netready-sidecar-node-a"), true},
+			{"NetreadyStatusInactive about its own Node", event("e8", "Node", "node-a", "default", watch.ReasonStatusInactive, "netready-sidecar-node-a"), true},
 			{"about another Node", event("e3", "Node", "node-b", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), false},
 			{"as another node's sidecar", event("e4", "Pod", "web-a", "default", publish.ReasonProgrammed, "netready-sidecar-node-b"), false},
 			{"a reason netready never gives", event("e5", "Pod", "web-a", "default", "Killing", "netready-sidecar-node-a"), false},
@@ -172,12 +173,12 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 
 	t.Run("the real sidecar works under the policy", func(t *testing.T) {
 		kc := a.Kubeconfig("bound", a.BoundToken(t, self))
-		host := harness.PlainPod("default", "gated-host", "node-a")
+		host := kube.PlainPod("default", "gated-host", "node-a")
 		host.Spec.HostNetwork = true
 		host.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
 		host = a.Create(t, host)
-		harness.StartSidecarWith(t, a, kc, t.TempDir(), "node-a")
-		c := harness.WaitCondition(t, a, "gated-host", 15*time.Second, "True under the policy", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		kube.StartSidecarWith(t, a, kc, t.TempDir(), "node-a")
+		c := kube.WaitCondition(t, a, "gated-host", 15*time.Second, "True under the policy", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if c.Reason != publish.ReasonHostNetwork {
 			t.Errorf("condition = %+v", c)
 		}
@@ -185,7 +186,7 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 		// condition, and no Event (the next subtest's PublishRefused
 		// Event shows that the sidecar's Events pass the policy).
 		time.Sleep(2 * time.Second)
-		if evs := strings.Join(harness.EventsFor(t, a, host), "\n"); strings.Contains(evs, "HostNetwork") {
+		if evs := strings.Join(kube.EventsFor(t, a, host), "\n"); strings.Contains(evs, "HostNetwork") {
 			t.Errorf("a pod True at its first condition got an Event, a second write per pod start:\n%s", evs)
 		}
 	})
@@ -195,25 +196,25 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 		// of it is a 403, as with a mistyped --condition-type.
 		const other = "example.com/not-in-the-policy"
 		kc := a.Kubeconfig("bound", a.BoundToken(t, self))
-		p := harness.PlainPod("default", "refused", "node-a")
+		p := kube.PlainPod("default", "refused", "node-a")
 		p.Spec.HostNetwork = true
 		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: other}}
 		p = a.Create(t, p)
-		listen, _ := harness.StartSidecarWith(t, a, kc, t.TempDir(), "node-a", "--condition-type", other)
-		evs := strings.Join(harness.EventsFor(t, a, p), "\n")
+		listen, _ := kube.StartSidecarWith(t, a, kc, t.TempDir(), "node-a", "--condition-type", other)
+		evs := strings.Join(kube.EventsFor(t, a, p), "\n")
 		if !strings.Contains(evs, "Warning "+publish.ReasonPublishRefused) || !strings.Contains(evs, "netready-sidecar-scope") {
 			t.Errorf("events = %q, want a Warning %s naming the policy", evs, publish.ReasonPublishRefused)
 		}
 		// The work queue's backoff would have tried again four or five
 		// times by now; the refusal's is a minute.
 		time.Sleep(3 * time.Second)
-		m := harness.MetricsText(t, listen)
+		m := kube.MetricsText(t, listen)
 		for _, want := range []string{"netready_publish_refused_pods 1", `netready_api_errors_total{reason="Forbidden"} 1` + "\n", `netready_publish_refused_total{reason="Forbidden"} 1`} {
 			if !strings.Contains(m, want) {
 				t.Errorf("metrics lack %q:\n%s", want, harness.GrepLines(m, "netready_"))
 			}
 		}
-		if got := harness.EventsFor(t, a, p); len(got) != 1 {
+		if got := kube.EventsFor(t, a, p); len(got) != 1 {
 			t.Errorf("events = %q, want exactly one", got)
 		}
 	})
@@ -240,7 +241,7 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 		}
 		// The policy is live once a dry-run create shows the gate.
 		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err == nil && len(gates(p)) == 1 {
 				break
 			}
@@ -255,30 +256,30 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 			}
 			return p
 		}
-		host := harness.PlainPod("gated", "hostnet", "")
+		host := kube.PlainPod("gated", "hostnet", "")
 		host.Spec.HostNetwork = true
 		tests := []struct {
 			name string
 			pod  *corev1.Pod
 			want []string
 		}{
-			{"labelled namespace", harness.PlainPod("gated", "app", ""), []string{ours}},
-			{"already gated", withGates(harness.PlainPod("gated", "already", ""), ours), []string{ours}},
-			{"other gates kept", withGates(harness.PlainPod("gated", "others", ""), "example.com/lb-ready"), []string{"example.com/lb-ready", ours}},
+			{"labelled namespace", kube.PlainPod("gated", "app", ""), []string{ours}},
+			{"already gated", withGates(kube.PlainPod("gated", "already", ""), ours), []string{ours}},
+			{"other gates kept", withGates(kube.PlainPod("gated", "others", ""), "example.com/lb-ready"), []string{"example.com/lb-ready", ours}},
 			{"hostNetwork", host, nil},
-			{"unlabelled namespace", harness.PlainPod("plain", "app", ""), nil},
+			{"unlabelled namespace", kube.PlainPod("plain", "app", ""), nil},
 			{"Windows by spec.os", func() *corev1.Pod {
-				p := harness.PlainPod("gated", "win-os", "")
+				p := kube.PlainPod("gated", "win-os", "")
 				p.Spec.OS = &corev1.PodOS{Name: corev1.Windows}
 				return p
 			}(), nil},
 			{"Windows by node selector", func() *corev1.Pod {
-				p := harness.PlainPod("gated", "win-sel", "")
+				p := kube.PlainPod("gated", "win-sel", "")
 				p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "windows"}
 				return p
 			}(), nil},
 			{"Linux by node selector", func() *corev1.Pod {
-				p := harness.PlainPod("gated", "linux-sel", "")
+				p := kube.PlainPod("gated", "linux-sel", "")
 				p.Spec.NodeSelector = map[string]string{"kubernetes.io/os": "linux"}
 				return p
 			}(), []string{ours}},
@@ -323,7 +324,7 @@ func overlayOf(t *testing.T, lines string) string {
 // nothing.
 func TestDeployOverlay(t *testing.T) {
 	const ns, custom = "netready-system", "example.com/net-ready"
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	overlay := overlayOf(t, fmt.Sprintf(`namespace: %s
 components: ["{{deploy}}/components/condition-type"]
@@ -365,11 +366,11 @@ configMapGenerator:
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "node-a"}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	self := harness.PlainPod(ns, "netready-abcde", "node-a")
+	self := kube.PlainPod(ns, "netready-abcde", "node-a")
 	self.Spec.ServiceAccountName = "netready-sidecar"
 	self = a.Create(t, self)
 	sidecar := kubernetes.NewForConfigOrDie(a.Config(a.BoundToken(t, self)))
-	pod := a.Create(t, harness.PlainPod("default", "web", "node-a"))
+	pod := a.Create(t, kube.PlainPod("default", "web", "node-a"))
 	cond := func(typ string) []byte {
 		p, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: corev1.PodConditionType(typ), Status: corev1.ConditionTrue,
 			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
@@ -408,7 +409,7 @@ configMapGenerator:
 	t.Run("the injected gate is the settings' type", func(t *testing.T) {
 		var got []string
 		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err == nil {
 				if got = gates(p); len(got) > 0 {
 					break
@@ -421,7 +422,7 @@ configMapGenerator:
 		if !slices.Equal(got, []string{custom}) {
 			t.Errorf("readiness gates = %v, want [%s]", got, custom)
 		}
-		already := harness.PlainPod("gated", "already", "")
+		already := kube.PlainPod("gated", "already", "")
 		already.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: custom}}
 		if got := gates(a.Create(t, already)); !slices.Equal(got, []string{custom}) {
 			t.Errorf("a pod already gated on %s: gates = %v, want it once", custom, got)
@@ -434,7 +435,7 @@ configMapGenerator:
 		}
 		// v0.5's policies saw it go within about a second.
 		for start := time.Now(); time.Since(start) < 5*time.Second; time.Sleep(500 * time.Millisecond) {
-			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+			p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 			if err != nil || !slices.Equal(gates(p), []string{custom}) {
 				t.Fatalf("a pod created with netready-settings gone: %v, %v; want the gate %s", p, err, custom)
 			}

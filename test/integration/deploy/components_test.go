@@ -14,6 +14,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 func daemonSet(t *testing.T, objs map[string][]string) *appsv1.DaemonSet {
@@ -47,7 +48,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 				continue
 			}
 			t.Run(strings.Join(with, "+"), func(t *testing.T) {
-				objs := harness.KustomizeWith(t, with...)
+				objs := kube.KustomizeWith(t, with...)
 				ds := daemonSet(t, objs)
 				for _, comp := range with {
 					if !slices.ContainsFunc(container(ds, "sidecar").VolumeMounts, func(m corev1.VolumeMount) bool {
@@ -86,7 +87,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 		}
 	}
 	t.Run("no-mutating-policy", func(t *testing.T) {
-		objs, base := harness.KustomizeWith(t, "calico", "no-mutating-policy"), harness.KustomizeWith(t, "calico")
+		objs, base := kube.KustomizeWith(t, "calico", "no-mutating-policy"), kube.KustomizeWith(t, "calico")
 		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 ||
 			len(objs["ValidatingAdmissionPolicy"]) != len(base["ValidatingAdmissionPolicy"]) || len(base["ValidatingAdmissionPolicy"]) == 0 {
 			t.Errorf("want no mutating policy and every validating one (%d): %d, %d, %d", len(base["ValidatingAdmissionPolicy"]),
@@ -94,7 +95,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 		}
 	})
 	t.Run("uninstall", func(t *testing.T) {
-		objs := harness.KustomizeWith(t, "calico", "pool", "uninstall")
+		objs := kube.KustomizeWith(t, "calico", "pool", "uninstall")
 		ds := daemonSet(t, objs)
 		install, sidecar := container(ds, "install").Command, container(ds, "sidecar").Command
 		if !slices.Contains(install, "--uninstall") || !slices.Contains(install, "--watch") || !slices.Contains(sidecar, "--uninstall") {
@@ -115,7 +116,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 		if !slices.Contains(sidecar, "--listen=$(METRICS_LISTEN)") {
 			t.Errorf("the uninstalling sidecar does not listen on METRICS_LISTEN: %v", sidecar)
 		}
-		monitored := container(daemonSet(t, harness.KustomizeWith(t, "calico", "pool", "monitoring", "uninstall")), "sidecar")
+		monitored := container(daemonSet(t, kube.KustomizeWith(t, "calico", "pool", "monitoring", "uninstall")), "sidecar")
 		if listen := envValue(monitored.Env, "METRICS_LISTEN"); listen != "0.0.0.0:9095" || !slices.Contains(monitored.Command, "--listen=$(METRICS_LISTEN)") {
 			t.Errorf("with monitoring, the uninstalling sidecar listens on %q (%v), want 0.0.0.0:9095", listen, monitored.Command)
 		}

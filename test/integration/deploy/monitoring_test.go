@@ -16,6 +16,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // serviceMonitor is what the tests read of a ServiceMonitor.
@@ -45,7 +46,7 @@ type relabeling struct {
 // of test/monitoring/rules_test.yaml; the sidecar listens beyond loopback
 // for the ServiceMonitor's scrape.
 func TestMonitoringRulesPassPromtool(t *testing.T) {
-	objs := harness.KustomizeWith(t, "monitoring")
+	objs := kube.KustomizeWith(t, "monitoring")
 	for _, kind := range []string{"PrometheusRule", "ServiceMonitor", "Service"} {
 		if len(objs[kind]) != 1 {
 			t.Fatalf("want one %s, got %d", kind, len(objs[kind]))
@@ -58,7 +59,7 @@ func TestMonitoringRulesPassPromtool(t *testing.T) {
 	if listen := envValue(container(ds, "sidecar").Env, "METRICS_LISTEN"); listen != "0.0.0.0:9095" {
 		t.Errorf("the sidecar's METRICS_LISTEN = %q, want 0.0.0.0:9095 for the scrape", listen)
 	}
-	if base := envValue(container(daemonSet(t, harness.KustomizeWith(t)), "sidecar").Env, "METRICS_LISTEN"); base != "127.0.0.1:9095" {
+	if base := envValue(container(daemonSet(t, kube.KustomizeWith(t)), "sidecar").Env, "METRICS_LISTEN"); base != "127.0.0.1:9095" {
 		t.Errorf("without the component the sidecar must listen on loopback only, not %q", base)
 	}
 
@@ -91,7 +92,7 @@ func TestMonitoringRulesPassPromtool(t *testing.T) {
 	if !selects(svc, sm, sm.Metadata.Namespace) {
 		t.Errorf("the ServiceMonitor (%v, %+v, in %s) does not select the Service %s/%s %v", sm.Spec.Selector, sm.Spec.NamespaceSelector, sm.Metadata.Namespace, svc.Namespace, svc.Name, svc.Labels)
 	}
-	moved := harness.KustomizeOverlay(t, "namespace: monitoring-moved\n", "monitoring")
+	moved := kube.KustomizeOverlay(t, "namespace: monitoring-moved\n", "monitoring")
 	var movedSvc corev1.Service
 	var movedSM serviceMonitor
 	if yaml.Unmarshal([]byte(moved["Service"][0]), &movedSvc) != nil || yaml.Unmarshal([]byte(moved["ServiceMonitor"][0]), &movedSM) != nil {
@@ -121,7 +122,7 @@ func TestMonitoringRulesPassPromtool(t *testing.T) {
 	os.WriteFile(filepath.Join(dir, "rules.yaml"), rules, 0o644)
 	harness.MustRun(t, "cp", "../../monitoring/rules_test.yaml", dir)
 	for _, args := range [][]string{{"check", "rules", "rules.yaml"}, {"test", "rules", "rules_test.yaml"}} {
-		cmd := exec.Command(harness.Promtool(t), args...)
+		cmd := exec.Command(kube.Promtool(t), args...)
 		cmd.Dir = dir
 		out, err := cmd.CombinedOutput()
 		if err != nil {

@@ -17,6 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestDeployRunsOnAnOlderCluster runs the older-cluster path (README, Compatibility) on
@@ -28,7 +30,7 @@ import (
 // --require-scope, which publishes a marker the real plugin wrote for a
 // pod whose gate is written in its spec.
 func TestDeployRunsOnAnOlderCluster(t *testing.T) {
-	a := harness.StartAPIServerOf(t, filepath.Join("1.34", "kube-apiserver"))
+	a := kube.StartAPIServerOf(t, filepath.Join("1.34", "kube-apiserver"))
 	ctx := context.Background()
 	if v, err := a.Admin.Discovery().ServerVersion(); err != nil || v.Major != "1" || v.Minor != "34" {
 		t.Fatalf("server version %+v, %v; want 1.34 (scripts/build-k8s.sh builds it into $NETREADY_K8S_BIN/1.34)", v, err)
@@ -51,30 +53,30 @@ func TestDeployRunsOnAnOlderCluster(t *testing.T) {
 		t.Errorf("no-mutating-policy still applies a MutatingAdmissionPolicy:\n%s", out)
 	}
 
-	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kube.SidecarNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	self := harness.PlainPod("kube-system", "netready-old01", harness.SidecarNode)
+	self := kube.PlainPod("kube-system", "netready-old01", kube.SidecarNode)
 	self.Spec.ServiceAccountName = "netready-sidecar"
 	self = a.Create(t, self)
 	token := a.BoundToken(t, self)
 
-	n := harness.NewNet(t, "calico-style.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "calico-style.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "5s"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 	})
-	listen, logs, _ := harness.RunSidecar(t, a.Kubeconfig("old-sidecar", token), n.StateDir, harness.SidecarNode,
+	listen, logs, _ := kube.RunSidecar(t, a.Kubeconfig("old-sidecar", token), n.StateDir, kube.SidecarNode,
 		"--require-scope", "--pod-namespace", self.Namespace, "--pod-name", self.Name, "--cni-conf-dir", "")
-	if why := harness.SidecarReadyz(listen, 60*time.Second, http.StatusOK); why != "" {
+	if why := kube.SidecarReadyz(listen, 60*time.Second, http.StatusOK); why != "" {
 		t.Fatalf("the sidecar never found its scope in force on 1.34: %s\n%s", why, logs.String())
 	}
 
-	pod := a.NewPod("old-0", harness.SidecarNode) // the gate in its spec, as the path says
-	netns := harness.NewNS(t)
+	pod := a.NewPod("old-0", kube.SidecarNode) // the gate in its spec, as the path says
+	netns := cnitest.NewNS(t)
 	if _, err := n.Add(netns.Path(), "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=old-0;K8S_POD_UID="+string(pod.UID)); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitCondition(t, a, "old-0", 15*time.Second, "True on 1.34", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.WaitCondition(t, a, "old-0", 15*time.Second, "True on 1.34", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 
 	sidecar := kubernetes.NewForConfigOrDie(a.Config(token))
 	_, err = sidecar.CoreV1().Pods("default").Patch(ctx, "old-0", types.MergePatchType, []byte(`{"metadata":{"labels":{"app":"hijacked"}}}`), metav1.PatchOptions{}, "status")

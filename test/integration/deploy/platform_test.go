@@ -13,6 +13,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestPlatformComponentsPointAtThePlatformsFolders: deploy/'s platform components, built by the real
@@ -65,7 +66,7 @@ func TestPlatformComponentsPointAtThePlatformsFolders(t *testing.T) {
 				for name, data := range entry.Data {
 					os.WriteFile(filepath.Join(frags, name), []byte(data), 0o644)
 				}
-				if code, out := harness.Installer(t, "--validate", frags); code != 0 {
+				if code, out := cnitest.Installer(t, "--validate", frags); code != 0 {
 					t.Errorf("--validate of the merged entry: exit %d\n%s", code, out)
 				}
 			})

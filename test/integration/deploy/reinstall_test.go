@@ -17,6 +17,7 @@ import (
 
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestReinstallNeedsNoAPIServerRestart runs netready's life on one real
@@ -31,9 +32,9 @@ import (
 // gets exactly one readiness gate, netready's; and the sidecar may write
 // its condition on its node's pods and nothing else.
 func TestReinstallNeedsNoAPIServerRestart(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
-	kc := a.Kubeconfig("admin", harness.AdminToken)
+	kc := a.Kubeconfig("admin", kube.AdminToken)
 	a.CreateNamespaces(t, "netready-test")
 	for _, n := range []string{"node-a", "node-b"} {
 		if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n}}, metav1.CreateOptions{}); err != nil {
@@ -67,11 +68,11 @@ func TestReinstallNeedsNoAPIServerRestart(t *testing.T) {
 		}},
 		{"kustomize uninstall, then the chart", func(t *testing.T) {
 			a.Kubectl(t, "delete", "-k", deploy, "--wait")
-			harness.MustHelm(t, kc, helm("install")...)
+			kube.MustHelm(t, kc, helm("install")...)
 		}},
 		{"the chart uninstalled and installed", func(t *testing.T) {
-			harness.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "1m")
-			harness.MustHelm(t, kc, helm("install")...)
+			kube.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "1m")
+			kube.MustHelm(t, kc, helm("install")...)
 		}},
 	}
 	for i, step := range steps {
@@ -90,18 +91,18 @@ func TestReinstallNeedsNoAPIServerRestart(t *testing.T) {
 // sidecar's writes stay in its lane. Each call makes its own sidecar pod
 // and token: an uninstall deletes the ServiceAccount, and with it every
 // token of the one before.
-func checkInstalled(t *testing.T, a *harness.APIServer, round int) {
+func checkInstalled(t *testing.T, a *kube.APIServer, round int) {
 	t.Helper()
 	ctx := context.Background()
-	self := harness.PlainPod("kube-system", fmt.Sprintf("netready-round%d", round), "node-a")
+	self := kube.PlainPod("kube-system", fmt.Sprintf("netready-round%d", round), "node-a")
 	self.Spec.ServiceAccountName = "netready-sidecar"
 	self = a.Create(t, self)
 	token := a.BoundToken(t, self)
 
 	start := time.Now()
-	listen, logs, stop := harness.RunSidecar(t, a.Kubeconfig(fmt.Sprintf("sidecar%d", round), token), t.TempDir(), "node-a",
+	listen, logs, stop := kube.RunSidecar(t, a.Kubeconfig(fmt.Sprintf("sidecar%d", round), token), t.TempDir(), "node-a",
 		"--require-scope", "--pod-namespace", self.Namespace, "--pod-name", self.Name, "--cni-conf-dir", "")
-	why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK)
+	why := kube.SidecarReadyz(listen, 30*time.Second, http.StatusOK)
 	stop()
 	if why != "" {
 		t.Fatalf("the sidecar's scope check did not pass within 30 s: /readyz %s\n%s", why, harness.Tail(logs.String(), 20))
@@ -111,7 +112,7 @@ func checkInstalled(t *testing.T, a *harness.APIServer, round int) {
 	// The mutating policy loads through an informer of its own: live once
 	// a dry run is gated.
 	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
-		p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+		p, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", "probe", ""), metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
 		if err == nil && len(p.Spec.ReadinessGates) > 0 {
 			break
 		}
@@ -119,7 +120,7 @@ func checkInstalled(t *testing.T, a *harness.APIServer, round int) {
 			t.Fatalf("no readiness gate 30 s after the install (%v)", err)
 		}
 	}
-	pod, err := a.Admin.CoreV1().Pods("gated").Create(ctx, harness.PlainPod("gated", fmt.Sprintf("app%d", round), ""), metav1.CreateOptions{})
+	pod, err := a.Admin.CoreV1().Pods("gated").Create(ctx, kube.PlainPod("gated", fmt.Sprintf("app%d", round), ""), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -128,8 +129,8 @@ func checkInstalled(t *testing.T, a *harness.APIServer, round int) {
 	}
 
 	sidecar := kubernetes.NewForConfigOrDie(a.Config(token))
-	mine := a.Create(t, harness.PlainPod("default", fmt.Sprintf("mine%d", round), "node-a"))
-	theirs := a.Create(t, harness.PlainPod("default", fmt.Sprintf("theirs%d", round), "node-b"))
+	mine := a.Create(t, kube.PlainPod("default", fmt.Sprintf("mine%d", round), "node-a"))
+	theirs := a.Create(t, kube.PlainPod("default", fmt.Sprintf("theirs%d", round), "node-b"))
 	cond := func(p *corev1.Pod, typ string) []byte {
 		b, _ := publish.Patch(p.UID, corev1.PodCondition{Type: corev1.PodConditionType(typ), Status: corev1.ConditionTrue,
 			Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})

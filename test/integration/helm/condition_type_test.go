@@ -12,6 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // renderedTypes is where a render carries the condition type: the
@@ -87,7 +88,7 @@ func TestAChangedConditionTypeRollsTheSidecars(t *testing.T) {
 		return string(out)
 	}
 	chart := func(t *testing.T, typ string, sets ...string) string {
-		return harness.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "kube-system", "--set", "conditionType=" + typ}, sets...)...)
+		return kube.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "kube-system", "--set", "conditionType=" + typ}, sets...)...)
 	}
 	for _, tc := range []struct {
 		name   string

@@ -12,7 +12,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"sigs.k8s.io/yaml"
 
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer runs the
@@ -22,8 +22,8 @@ import (
 // both; uninstall leaves nothing, cluster-scoped admission policies and
 // bindings included.
 func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	kc := a.Kubeconfig("admin", harness.AdminToken)
+	a := kube.StartAPIServer(t)
+	kc := a.Kubeconfig("admin", kube.AdminToken)
 	// The harness applied deploy/rbac.yaml; the chart must own it.
 	a.Kubectl(t, "delete", "-f", "../../../deploy/rbac.yaml", "--ignore-not-found")
 	helmArgs := func(verb string, sets ...string) []string {
@@ -35,7 +35,7 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 	// The objects of a render, as kubectl names them.
 	names := func(sets []string) []string {
 		var out []string
-		for _, o := range objectsOf(t, harness.MustHelm(t, "", helmArgs("template", sets...)...)) {
+		for _, o := range objectsOf(t, kube.MustHelm(t, "", helmArgs("template", sets...)...)) {
 			meta := o["metadata"].(map[string]any)
 			ns, _ := meta["namespace"].(string)
 			out = append(out, strings.Join([]string{o["kind"].(string), ns, meta["name"].(string)}, "/"))
@@ -83,7 +83,7 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 		return "", nil, 0
 	}
 
-	out := harness.MustHelm(t, kc, helmArgs("install", installed...)...)
+	out := kube.MustHelm(t, kc, helmArgs("install", installed...)...)
 	for _, want := range []string{"STATUS: deployed", "rollout status daemonset/netready", "kubectl netready status", "readiness-gate=enabled"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("helm install's notes lack %q:\n%s", want, out)
@@ -134,7 +134,7 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 		t.Errorf("installed entry %s = %v, want deploy/'s fragments with calico's and the pool's, and no 90-values.json", name1, data1)
 	}
 
-	harness.MustHelm(t, kc, helmArgs("upgrade", upgraded...)...)
+	kube.MustHelm(t, kc, helmArgs("upgrade", upgraded...)...)
 	name2, data2, gen2 := entryOf(t)
 	t.Run("upgrade changes the entry and rolls the DaemonSet", func(t *testing.T) {
 		if !strings.Contains(data2["90-values.json"], `"timeout":"25s"`) {
@@ -148,7 +148,7 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 		}
 	})
 
-	harness.MustHelm(t, kc, "rollback", "netready", "1", "--namespace", "kube-system")
+	kube.MustHelm(t, kc, "rollback", "netready", "1", "--namespace", "kube-system")
 	name3, data3, gen3 := entryOf(t)
 	t.Run("rollback restores the first entry and pod template", func(t *testing.T) {
 		if name3 != name1 || !cmp.Equal(data3, data1) || gen3 <= gen2 {
@@ -157,12 +157,12 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 		if out, err := get("ConfigMap/kube-system/" + name2); err == nil {
 			t.Errorf("the upgrade's entry %s outlived the rollback:\n%s", name2, out)
 		}
-		if h := harness.MustHelm(t, kc, "history", "netready", "--namespace", "kube-system"); !strings.Contains(h, "Rollback to 1") {
+		if h := kube.MustHelm(t, kc, "history", "netready", "--namespace", "kube-system"); !strings.Contains(h, "Rollback to 1") {
 			t.Errorf("helm history:\n%s", h)
 		}
 	})
 
-	harness.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "1m")
+	kube.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "1m")
 	t.Run("uninstall leaves no object behind", func(t *testing.T) {
 		for _, key := range slices.Concat(first, names(upgraded)) {
 			if out, err := get(key); err == nil || !strings.Contains(out, "NotFound") {
@@ -191,17 +191,17 @@ func TestHelmInstallUpgradeRollbackAndUninstallOnARealAPIServer(t *testing.T) {
 // mutatingPolicy.enabled=false installs everything else, the validating
 // policies included.
 func TestHelmInstallsOnKubernetes134WithTheMutatingPolicyOff(t *testing.T) {
-	a := harness.StartAPIServerOf(t, filepath.Join("1.34", "kube-apiserver"))
-	kc := a.Kubeconfig("admin", harness.AdminToken)
+	a := kube.StartAPIServerOf(t, filepath.Join("1.34", "kube-apiserver"))
+	kc := a.Kubeconfig("admin", kube.AdminToken)
 	a.Kubectl(t, "delete", "-f", "../../../deploy/rbac.yaml", "--ignore-not-found")
-	out, err := harness.HelmCmd(t, kc, "install", "netready", chartDir, "--namespace", "kube-system", "--atomic", "--timeout", "1m")
+	out, err := kube.HelmCmd(t, kc, "install", "netready", chartDir, "--namespace", "kube-system", "--atomic", "--timeout", "1m")
 	if err == nil || !strings.Contains(out, "MutatingAdmissionPolicy") {
 		t.Errorf("helm install with the mutating policy on 1.34 = %v, want a failure naming MutatingAdmissionPolicy:\n%s", err, out)
 	}
 	if left := a.Kubectl(t, "get", "validatingadmissionpolicies,daemonsets", "-A", "-o", "name"); strings.TrimSpace(left) != "" {
 		t.Errorf("the failed install left:\n%s", left)
 	}
-	harness.MustHelm(t, kc, "install", "netready", chartDir, "--namespace", "kube-system", "--set", "mutatingPolicy.enabled=false")
+	kube.MustHelm(t, kc, "install", "netready", chartDir, "--namespace", "kube-system", "--set", "mutatingPolicy.enabled=false")
 	got := strings.Fields(a.Kubectl(t, "get", "validatingadmissionpolicies,validatingadmissionpolicybindings", "-o", "name"))
 	if len(got) < 4 {
 		t.Errorf("on 1.34 with mutatingPolicy.enabled=false: admission objects %v, want netready's validating policies and bindings", got)

@@ -16,6 +16,8 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // chartDir is charts/netready, which renders deploy/ through its
@@ -211,7 +213,7 @@ func TestHelmChartPassesLintStrict(t *testing.T) {
 		valuesOf([]string{"cilium", "gke"}),
 		valuesOf([]string{"ovn-kubernetes", "uninstall"}),
 	} {
-		out := harness.MustHelm(t, "", append([]string{"lint", "--strict", chartDir}, sets...)...)
+		out := kube.MustHelm(t, "", append([]string{"lint", "--strict", chartDir}, sets...)...)
 		if !strings.Contains(out, "0 chart(s) failed") {
 			t.Errorf("helm lint --strict %v:\n%s", sets, out)
 		}
@@ -239,7 +241,7 @@ func TestHelmChartRendersEachQuickStartRowAsItsKustomization(t *testing.T) {
 				sets = valuesOf(row.components)
 			}
 			want := comparable(t, objectsOf(t, kustomizeRow(t, row.components)), false)
-			got := comparable(t, objectsOf(t, harness.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "kube-system"}, sets...)...)), true)
+			got := comparable(t, objectsOf(t, kube.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "kube-system"}, sets...)...)), true)
 			if len(want) < 10 {
 				t.Fatalf("kustomize rendered %d objects", len(want))
 			}
@@ -271,7 +273,7 @@ func TestHelmChartRefusesUnknownAndMistypedValues(t *testing.T) {
 		{"an unknown platform", []string{"--set", "platform=k8s"}, "/platform"},
 	}
 	for _, tt := range tests {
-		out, err := harness.HelmCmd(t, "", append([]string{"template", "netready", chartDir}, tt.args...)...)
+		out, err := kube.HelmCmd(t, "", append([]string{"template", "netready", chartDir}, tt.args...)...)
 		if err == nil || !strings.Contains(out, tt.want) || !strings.Contains(out, "schema") {
 			t.Errorf("%s (%v): helm template = %v\n%s\nwant a schema error naming %s", tt.name, tt.args, err, out, tt.want)
 		}
@@ -289,7 +291,7 @@ func TestHelmChartRefusesADeployItCannotRenderAsKustomizeWould(t *testing.T) {
 	// cp -r keeps files/deploy a link, which now finds the copy.
 	harness.MustRun(t, "cp", "-r", chartDir, filepath.Join(dir, "charts"))
 	chart := filepath.Join(dir, "charts", "netready")
-	harness.MustHelm(t, "", "template", "netready", chart)
+	kube.MustHelm(t, "", "template", "netready", chart)
 	kust := filepath.Join(dir, "deploy", "kustomization.yaml")
 	data, err := os.ReadFile(kust)
 	if err != nil {
@@ -298,7 +300,7 @@ func TestHelmChartRefusesADeployItCannotRenderAsKustomizeWould(t *testing.T) {
 	if err := os.WriteFile(kust, append(data, "namePrefix: acme-\n"...), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := harness.HelmCmd(t, "", "template", "netready", chart)
+	out, err := kube.HelmCmd(t, "", "template", "netready", chart)
 	if err == nil || !strings.Contains(out, "namePrefix") {
 		t.Errorf("helm template with namePrefix in deploy/kustomization.yaml = %v\n%s\nwant a failure naming namePrefix", err, out)
 	}
@@ -316,7 +318,7 @@ func TestReleaseHoldsTheChartPinnedToItsVersion(t *testing.T) {
 		t.Fatalf("SHA256SUMS does not list %s (%v):\n%s", name, err, sums)
 	}
 	tgz := filepath.Join(dist, name)
-	chart := harness.MustHelm(t, "", "show", "chart", tgz)
+	chart := kube.MustHelm(t, "", "show", "chart", tgz)
 	for _, want := range []string{"version: " + version, "appVersion: " + version} {
 		if !strings.Contains(chart, want+"\n") {
 			t.Errorf("%s's Chart.yaml lacks %q:\n%s", name, want, chart)
@@ -326,7 +328,7 @@ func TestReleaseHoldsTheChartPinnedToItsVersion(t *testing.T) {
 	harness.MustRun(t, "tar", "-xzf", filepath.Join(dist, "netready-"+version+"-deploy.tar.gz"), "-C", dir)
 	row := []string{"calico"}
 	want := comparable(t, objectsOf(t, kustomizeIn(t, dir, row)), false)
-	render := harness.MustHelm(t, "", append([]string{"template", "netready", tgz, "--namespace", "kube-system"}, valuesOf(row)...)...)
+	render := kube.MustHelm(t, "", append([]string{"template", "netready", tgz, "--namespace", "kube-system"}, valuesOf(row)...)...)
 	got := comparable(t, objectsOf(t, render), true)
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("%s differs from the release's deploy/ with components/calico (-kustomize +helm):\n%s", name, diff)
@@ -364,7 +366,7 @@ func TestHelmChartValuesReachTheObjectsTheyName(t *testing.T) {
 			[]string{"port: metrics"}},
 	}
 	for _, tt := range tests {
-		objs := objectsOf(t, harness.MustHelm(t, "", append([]string{"template", "netready", chartDir}, tt.sets...)...))
+		objs := objectsOf(t, kube.MustHelm(t, "", append([]string{"template", "netready", chartDir}, tt.sets...)...))
 		var found []byte
 		for key, o := range objs {
 			if strings.HasPrefix(key, tt.kind) {
@@ -380,7 +382,7 @@ func TestHelmChartValuesReachTheObjectsTheyName(t *testing.T) {
 			}
 		}
 	}
-	out, err := harness.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.minFree=2")
+	out, err := kube.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.minFree=2")
 	if err == nil || !strings.Contains(out, "pool.enabled=true") {
 		t.Errorf("helm template with pool.minFree and no pool = %v\n%s\nwant a failure saying to set pool.enabled=true", err, out)
 	}
@@ -402,7 +404,7 @@ func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
 		{"host-local with its ranges", `{"type":"host-local","ranges":[[{"subnet":"10.200.9.0/24"}]],"dataDir":"/var/lib/cni/networks"}`,
 			`"ranges":[[{"subnet":"10.200.9.0/24"}]]`},
 	} {
-		objs := objectsOf(t, harness.MustHelm(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam))
+		objs := objectsOf(t, kube.MustHelm(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam))
 		var data map[string]any
 		for key, o := range objs {
 			if strings.HasPrefix(key, "ConfigMap/kube-system/netready-entry-") {
@@ -419,7 +421,7 @@ func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		if code, out := harness.Installer(t, "--validate", dir); code != 0 {
+		if code, out := cnitest.Installer(t, "--validate", dir); code != 0 {
 			t.Errorf("%s: netready-install --validate of the rendered entry = exit %d\n%s", tc.name, code, out)
 		}
 	}
@@ -431,7 +433,7 @@ func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
 		{"calico-ipam with a boolean", `{"type":"calico-ipam","assign_ipv6":true}`, "assign_ipv6"},
 		{"cilium with aws's key", `{"type":"cilium","url":"http://127.0.0.1:61679"}`, "url"},
 	} {
-		out, err := harness.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam)
+		out, err := kube.HelmCmd(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam)
 		if err == nil || !strings.Contains(out, tc.want) || !strings.Contains(out, "schema") {
 			t.Errorf("%s: helm template = %v\n%s\nwant a schema error naming %s", tc.name, err, out, tc.want)
 		}

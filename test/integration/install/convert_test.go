@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestConversionNeverWritesOverAVendorsConflist: the real netready-install,
@@ -59,7 +60,7 @@ func TestConversionNeverWritesOverAVendorsConflist(t *testing.T) {
 				unchanged(when)
 			}
 
-			code, out := harness.Installer(t, args...)
+			code, out := cnitest.Installer(t, args...)
 			refused("once", code, out)
 
 			// The DaemonSet's mode: the refusal ends the watch, too.
@@ -78,7 +79,7 @@ func TestConversionNeverWritesOverAVendorsConflist(t *testing.T) {
 			if err := os.Remove(listPath); err != nil {
 				t.Fatal(err)
 			}
-			if code, out := harness.Installer(t, args...); code != 0 {
+			if code, out := cnitest.Installer(t, args...); code != 0 {
 				t.Fatalf("after removing %s: exit %d\n%s", listPath, code, out)
 			}
 			data, err := os.ReadFile(listPath)
@@ -135,11 +136,11 @@ func TestReconvertsItsOwnConflistWhenTheConfReturns(t *testing.T) {
 	cmd.Process.Signal(os.Interrupt)
 	cmd.Wait()
 
-	if code, out := harness.Installer(t, "--conf-dir", conf, "--uninstall"); code != 0 {
+	if code, out := cnitest.Installer(t, "--conf-dir", conf, "--uninstall"); code != 0 {
 		t.Fatalf("--uninstall: exit %d\n%s", code, out)
 	}
 	writeAtomic(t, confPath, []byte(strings.Replace(string(stock), `"logLevel":"4"`, `"logLevel":"5"`, 1)))
-	if code, out := harness.Installer(t, args...); code != 0 {
+	if code, out := cnitest.Installer(t, args...); code != 0 {
 		t.Fatalf("install after --uninstall with the same .conf back: exit %d\n%s", code, out)
 	}
 	waitConverted("after --uninstall", `"logLevel": "5"`)

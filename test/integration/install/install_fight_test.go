@@ -20,6 +20,7 @@ import (
 	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // exclusiveAgent stands in for Cilium's agent with cni.exclusive (its
@@ -82,14 +83,14 @@ func exclusiveAgent(t *testing.T, dir string, own []byte) *atomic.Int32 {
 // 1; meanwhile a gated pod that netready never saw, whose sandbox came up
 // during the backoff, is kept not ready, whatever --unobserved says.
 func TestInstallerBacksOffFromAnExclusiveAgent(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	conf, bin, state := t.TempDir(), t.TempDir(), t.TempDir()
 	own, err := os.ReadFile(filepath.Join("..", "..", "fixtures", "stock", "cilium", "05-cilium.conflist"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	rewrites := exclusiveAgent(t, conf, own)
-	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready")
+	listen, _ := kube.StartSidecar(t, a, state, kube.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready")
 
 	cmd, logs := startInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),
 		"--config", `{"type":"netready","stateDir":"`+state+`"}`, "--watch")
@@ -114,16 +115,16 @@ func TestInstallerBacksOffFromAnExclusiveAgent(t *testing.T) {
 	t.Logf("the agent rewrote its file %d times before the installer backed off", settled)
 	// A pod whose sandbox comes up during the backoff may have skipped
 	// netready.
-	a.NewPod("skipped", harness.SidecarNode)
-	harness.SetSandboxStatus(t, a, "skipped", corev1.ConditionTrue, "10.200.9.9")
+	a.NewPod("skipped", kube.SidecarNode)
+	kube.SetSandboxStatus(t, a, "skipped", corev1.ConditionTrue, "10.200.9.9")
 
-	c := harness.WaitCondition(t, a, "skipped", 15*time.Second, "an unobserved pod held not ready", func(c *corev1.PodCondition) bool {
+	c := kube.WaitCondition(t, a, "skipped", 15*time.Second, "an unobserved pod held not ready", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "stops putting it back")
 	})
 	if c.Reason != "NotObserved" {
 		t.Errorf("held condition = %+v, want reason NotObserved", c)
 	}
-	if got := harness.SumSeries(harness.MetricsText(t, listen), "netready_install_backed_off", `network="cilium"`); got != 1 {
+	if got := kube.SumSeries(kube.MetricsText(t, listen), "netready_install_backed_off", `network="cilium"`); got != 1 {
 		t.Errorf("netready_install_backed_off = %d, want 1", got)
 	}
 	var noted bool

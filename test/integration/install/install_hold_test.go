@@ -17,11 +17,13 @@ import (
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // setSandboxUpSince writes what kubelet posts about a pod whose sandbox has
 // been up since at, with ip.
-func setSandboxUpSince(t *testing.T, a *harness.APIServer, name string, at time.Time, ip string) {
+func setSandboxUpSince(t *testing.T, a *kube.APIServer, name string, at time.Time, ip string) {
 	t.Helper()
 	for range 20 {
 		pod, err := a.Admin.CoreV1().Pods("default").Get(context.Background(), name, metav1.GetOptions{})
@@ -50,48 +52,48 @@ func setSandboxUpSince(t *testing.T, a *harness.APIServer, name string, at time.
 // --not-in-effect-hold-max has passed, with a Warning Event that names
 // the backoff.
 func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	state := t.TempDir()
 	const holdMax = 4 * time.Second
-	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready",
+	listen, _ := kube.StartSidecar(t, a, state, kube.SidecarNode, "--unobserved-grace", "1s", "--unobserved", "ready",
 		"--not-in-effect-hold-max", holdMax.String())
 
-	a.NewPod("old-unseen", harness.SidecarNode)
+	a.NewPod("old-unseen", kube.SidecarNode)
 	setSandboxUpSince(t, a, "old-unseen", time.Now().Add(-48*time.Hour), "10.200.9.10")
-	programmed := a.NewPod("old-programmed", harness.SidecarNode)
-	if err := (marker.Store{Dir: state}).Write(harness.ReadyMarker("cilium", "0123456789abcdef", programmed, "10.200.9.11/24")); err != nil {
+	programmed := a.NewPod("old-programmed", kube.SidecarNode)
+	if err := (marker.Store{Dir: state}).Write(cnitest.ReadyMarker("cilium", "0123456789abcdef", programmed, "10.200.9.11/24")); err != nil {
 		t.Fatal(err)
 	}
 	setSandboxUpSince(t, a, "old-programmed", time.Now().Add(-48*time.Hour), "10.200.9.11")
 	isTrue := func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue }
-	harness.WaitCondition(t, a, "old-unseen", 10*time.Second, "True, not observed, before the note", isTrue)
-	harness.WaitCondition(t, a, "old-programmed", 10*time.Second, "True, programmed, before the note", isTrue)
+	kube.WaitCondition(t, a, "old-unseen", 10*time.Second, "True, not observed, before the note", isTrue)
+	kube.WaitCondition(t, a, "old-programmed", 10*time.Second, "True, programmed, before the note", isTrue)
 
 	const msg = "another agent removed netready from /etc/cni/net.d/05-cilium.conflist 5 times within 5m0s: netready-install stops putting it back for 1m0s"
 	if err := notes.NoteInstallBackoff(state, "cilium", msg); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, "the sidecar reads the note", func() (bool, string) {
-		m := harness.MetricsText(t, listen)
-		return harness.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
+		m := kube.MetricsText(t, listen)
+		return kube.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
 	})
 	// Whole seconds on the pod's side: the sandbox comes up in a later
 	// second than the note, as it does on a node.
 	time.Sleep(time.Second)
-	a.NewPod("fresh", harness.SidecarNode)
-	harness.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.12")
+	a.NewPod("fresh", kube.SidecarNode)
+	kube.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.12")
 	heldAt := time.Now()
-	c := harness.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
+	c := kube.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse
 	})
 	if c.Reason != publish.ReasonNotObserved || !strings.Contains(c.Message, "stops putting it back") {
 		t.Errorf("held condition = %+v, want NotObserved naming the backoff", c)
 	}
 	// The hold is in force, and takes back no True.
-	harness.Stays(t, a, "old-unseen", 2*time.Second, "True for a pod up before the note", isTrue)
-	harness.Stays(t, a, "old-programmed", time.Second, "True for a pod with a ready marker", isTrue)
+	kube.Stays(t, a, "old-unseen", 2*time.Second, "True for a pod up before the note", isTrue)
+	kube.Stays(t, a, "old-programmed", time.Second, "True for a pod with a ready marker", isTrue)
 
-	c = harness.WaitCondition(t, a, "fresh", holdMax+15*time.Second, "released after the bound", isTrue)
+	c = kube.WaitCondition(t, a, "fresh", holdMax+15*time.Second, "released after the bound", isTrue)
 	if c.Reason != publish.ReasonNotObserved || time.Since(heldAt) < holdMax-2*time.Second {
 		t.Errorf("released condition = %+v after %s, want NotObserved True no sooner than about %s", c, time.Since(heldAt), holdMax)
 	}
@@ -109,7 +111,7 @@ func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
 	if !released {
 		t.Error("no Warning Event on the released pod naming the backoff and --not-in-effect-hold-max")
 	}
-	harness.Stays(t, a, "old-unseen", time.Second, "True for a pod up before the note, to the end", isTrue)
+	kube.Stays(t, a, "old-unseen", time.Second, "True for a pod up before the note, to the end", isTrue)
 }
 
 // TestAnInstallBackoffHoldsAtMostTwoMinutesByDefault: where the installer
@@ -120,26 +122,26 @@ func TestAnInstallBackoffHoldsOnlyNewPodsAndNotForever(t *testing.T) {
 // --unobserved says (ready: True, NotObserved), with a Warning Event
 // naming the backoff.
 func TestAnInstallBackoffHoldsAtMostTwoMinutesByDefault(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	state := t.TempDir()
-	listen, _ := harness.StartSidecar(t, a, state, harness.SidecarNode, "--unobserved-grace", "1s")
+	listen, _ := kube.StartSidecar(t, a, state, kube.SidecarNode, "--unobserved-grace", "1s")
 	const msg = "another agent removed netready from /etc/cni/net.d/05-cilium.conflist 5 times within 5m0s: netready-install stops putting it back for 1m0s"
 	if err := notes.NoteInstallBackoff(state, "cilium", msg); err != nil {
 		t.Fatal(err)
 	}
 	harness.Eventually(t, "the sidecar reads the note", func() (bool, string) {
-		m := harness.MetricsText(t, listen)
-		return harness.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
+		m := kube.MetricsText(t, listen)
+		return kube.SumSeries(m, "netready_install_backed_off", `network="cilium"`) == 1, harness.GrepLines(m, "netready_install_backed_off")
 	})
 	time.Sleep(time.Second) // the sandbox comes up in a later second than the note
-	pod := a.NewPod("fresh", harness.SidecarNode)
-	harness.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.13")
+	pod := a.NewPod("fresh", kube.SidecarNode)
+	kube.SetSandboxStatus(t, a, "fresh", corev1.ConditionTrue, "10.200.9.13")
 	up := time.Now()
-	harness.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
+	kube.WaitCondition(t, a, "fresh", 10*time.Second, "held not ready, naming the backoff", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotObserved && strings.Contains(c.Message, "stops putting it back")
 	})
 	const bound = 2 * time.Minute
-	c := harness.WaitCondition(t, a, "fresh", bound+5*time.Second-time.Since(up), "released within the documented bound",
+	c := kube.WaitCondition(t, a, "fresh", bound+5*time.Second-time.Since(up), "released within the documented bound",
 		func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	t.Logf("released %s after the sandbox came up: %s", time.Since(up).Round(time.Second), c.Message)
 	if c.Reason != publish.ReasonNotObserved || time.Since(up) < 50*time.Second {
@@ -149,7 +151,7 @@ func TestAnInstallBackoffHoldsAtMostTwoMinutesByDefault(t *testing.T) {
 	for start := time.Now(); time.Since(start) < 10*time.Second && !slices.ContainsFunc(events, func(e string) bool {
 		return strings.HasPrefix(e, "Warning NotObserved: held not ready for 1m0s (--not-in-effect-hold-max)") && strings.Contains(e, "stops putting it back")
 	}); time.Sleep(200 * time.Millisecond) {
-		events = harness.EventsFor(t, a, pod)
+		events = kube.EventsFor(t, a, pod)
 	}
 	if !slices.ContainsFunc(events, func(e string) bool { return strings.Contains(e, "held not ready for 1m0s") }) {
 		t.Errorf("Events on the released pod: %q; want a Warning NotObserved naming the backoff and the bound", events)

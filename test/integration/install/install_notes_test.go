@@ -11,6 +11,7 @@ import (
 
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestInstallerClearsANoteLeftByAnEarlierProcess: a real netready-install
@@ -78,7 +79,7 @@ func entryInPlace(conf, mode string) bool {
 // leaves a note, warns that the vendor resets it, and names each plugin
 // whose STATUS the raise turns on.
 func TestInstallerRaisesAResetCNIVersionWithoutBackingOff(t *testing.T) {
-	conf, bin, state := t.TempDir(), harness.PluginDir(t, "bridge", "host-local", "portmap"), t.TempDir()
+	conf, bin, state := t.TempDir(), cnitest.PluginDir(t, "bridge", "host-local", "portmap"), t.TempDir()
 	path := filepath.Join(conf, "10-autonet.conflist")
 	writeAtomic(t, path, []byte(`{"cniVersion":"0.3.1","name":"autonet","plugins":[{"type":"bridge","bridge":"nrauto1","ipam":{"type":"host-local","subnet":"10.200.252.0/24"}},{"type":"portmap","capabilities":{"portMappings":true}}]}`))
 	_, logs := startInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),

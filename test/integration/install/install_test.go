@@ -18,6 +18,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // installer runs bin/netready-install with the given flags.
@@ -145,14 +146,14 @@ func TestInstallerPutsNetreadyBackAfterARewrite(t *testing.T) {
 func TestInstalledChainServesRealADDs(t *testing.T) {
 	for _, mode := range []string{"conflist", "plugin-dir"} {
 		t.Run(mode, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", nil)
+			n := cnitest.NewNet(t, "bridge.conflist", nil)
 			n.ShipWithoutNetready()
-			bin := harness.PluginDir(t, "bridge", "host-local", "loopback")
+			bin := cnitest.PluginDir(t, "bridge", "host-local", "loopback")
 			snippet := `{"type":"netready","stateDir":"` + n.StateDir + `","checks":[{"kind":"address"},{"kind":"route"}]}`
-			harness.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),
+			cnitest.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),
 				"--config", snippet, "--mode", mode)
 
-			netns := harness.NewNS(t)
+			netns := cnitest.NewNS(t)
 			cmd := exec.Command(filepath.Join(harness.CNIBinDir, "cnitool"), "add", n.Name, netns.Path())
 			cmd.Env = append(os.Environ(), "NETCONFPATH="+n.ConfDir, "CNI_PATH="+bin)
 			t.Cleanup(func() {
@@ -163,12 +164,12 @@ func TestInstalledChainServesRealADDs(t *testing.T) {
 			if out, err := cmd.CombinedOutput(); err != nil {
 				t.Fatalf("cnitool add through the installed chain: %v\n%s", err, out)
 			}
-			m := n.ReadMarker(harness.ContainerID(netns.Path()), "eth0")
+			m := n.ReadMarker(cnitest.ContainerID(netns.Path()), "eth0")
 			if m.State != "ready" {
 				t.Errorf("marker state %s", m.State)
 			}
 
-			harness.RunInstaller(t, "--conf-dir", n.ConfDir, "--uninstall", "--bin-dir", bin)
+			cnitest.RunInstaller(t, "--conf-dir", n.ConfDir, "--uninstall", "--bin-dir", bin)
 			data, _ := os.ReadFile(filepath.Join(n.ConfDir, n.Name+".conflist"))
 			if typ, err := lastPluginType(data); err != nil || typ != "bridge" {
 				t.Errorf("after --uninstall the chain ends with %q (%v), want bridge", typ, err)
@@ -245,10 +246,10 @@ func TestInstallerRaisesCNIVersionOnlyWhenEveryPluginCan(t *testing.T) {
 		return v.CNIVersion
 	}
 	t.Run("every plugin supports 1.1.0", func(t *testing.T) {
-		conf, bin := t.TempDir(), harness.PluginDir(t, "bridge", "host-local", "portmap")
+		conf, bin := t.TempDir(), cnitest.PluginDir(t, "bridge", "host-local", "portmap")
 		path := filepath.Join(conf, "10-autonet.conflist")
 		os.WriteFile(path, []byte(stock("")), 0o644)
-		out := harness.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--cni-version", "auto")
+		out := cnitest.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--cni-version", "auto")
 		if got := version(t, path); got != "1.1.0" {
 			t.Fatalf("cniVersion after --cni-version auto = %q, want 1.1.0\n%s", got, out)
 		}
@@ -266,7 +267,7 @@ func TestInstallerRaisesCNIVersionOnlyWhenEveryPluginCan(t *testing.T) {
 		}
 	})
 	t.Run("a plugin that supports only 0.3.1", func(t *testing.T) {
-		conf, bin := t.TempDir(), harness.PluginDir(t, "bridge", "host-local", "portmap")
+		conf, bin := t.TempDir(), cnitest.PluginDir(t, "bridge", "host-local", "portmap")
 		old := `#!/bin/sh
 [ "$CNI_COMMAND" = VERSION ] && echo '{"cniVersion":"0.3.1","supportedVersions":["0.1.0","0.2.0","0.3.0","0.3.1"]}' && exit 0
 echo '{"cniVersion":"0.3.1","code":4,"msg":"only VERSION here"}'; exit 1
@@ -276,7 +277,7 @@ echo '{"cniVersion":"0.3.1","code":4,"msg":"only VERSION here"}'; exit 1
 		}
 		path := filepath.Join(conf, "10-autonet.conflist")
 		os.WriteFile(path, []byte(stock(`,{"type":"oldplugin"}`)), 0o644)
-		out := harness.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--cni-version", "auto")
+		out := cnitest.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--cni-version", "auto")
 		if got := version(t, path); got != "0.3.1" {
 			t.Errorf("cniVersion with a 0.3.1-only plugin = %q, want it left at 0.3.1", got)
 		}
@@ -285,10 +286,10 @@ echo '{"cniVersion":"0.3.1","code":4,"msg":"only VERSION here"}'; exit 1
 		}
 	})
 	t.Run("without the flag", func(t *testing.T) {
-		conf, bin := t.TempDir(), harness.PluginDir(t, "bridge", "host-local", "portmap")
+		conf, bin := t.TempDir(), cnitest.PluginDir(t, "bridge", "host-local", "portmap")
 		path := filepath.Join(conf, "10-autonet.conflist")
 		os.WriteFile(path, []byte(stock("")), 0o644)
-		out := harness.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"))
+		out := cnitest.RunInstaller(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"))
 		if got := version(t, path); got != "0.3.1" || !strings.Contains(out, "--cni-version auto") {
 			t.Errorf("cniVersion without the flag = %q (want 0.3.1), warning names the flag: %v\n%s", got, strings.Contains(out, "--cni-version auto"), out)
 		}

@@ -17,6 +17,10 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // pluginQuickStart is one row of the README's per-plugin Quick start: the
@@ -93,7 +97,7 @@ func TestEachPluginsQuickStartRunsOnContainerd(t *testing.T) {
 			siteData, _ := json.Marshal(site)
 			os.WriteFile(filepath.Join(frags, "90-site.json"), siteData, 0o644)
 
-			if code, out := harness.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", frags); code != 0 {
+			if code, out := cnitest.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", frags); code != 0 {
 				t.Fatalf("netready-install: exit %d\n%s", code, out)
 			}
 			installed, err := os.ReadFile(filepath.Join(conf, qs.installed))
@@ -107,7 +111,7 @@ func TestEachPluginsQuickStartRunsOnContainerd(t *testing.T) {
 				t.Errorf("the installed entry lacks the %s component's preset:\n%s", qs.component, installed)
 			}
 
-			c := harness.StartCRIWith(t, conf, nil, bin)
+			c := runtimes.StartCRIWith(t, conf, nil, bin)
 			start := time.Now()
 			id, err := c.RunPod("qs-" + qs.component)
 			if err != nil {
@@ -157,7 +161,7 @@ func (qs pluginQuickStart) agent(t *testing.T, dir string) (check map[string]any
 		}
 	case "cilium":
 		sock := filepath.Join(dir, "cilium.sock")
-		agent := harness.StartCiliumAgent(t, sock, 150*time.Millisecond, -1)
+		agent := agents.StartCiliumAgent(t, sock, 150*time.Millisecond, -1)
 		os.WriteFile(hook, []byte("#!/bin/sh\n"), 0o755)
 		return map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + sock}, hook, func(sandbox string) time.Time {
 			return agent.LastStageAt("cni-attachment-id:" + sandbox + ":eth0")
@@ -166,7 +170,7 @@ func (qs pluginQuickStart) agent(t *testing.T, dir string) (check map[string]any
 		// As ovnkube-node does for the pod: its logical switch port, and
 		// the pod's host veth on br-int named by iface-id; ovn-controller
 		// then sets ovn-installed.
-		ovn := harness.StartRealOVN(t)
+		ovn := agents.StartRealOVN(t)
 		script := fmt.Sprintf(`#!/bin/sh
 set -e
 port="${K8S_POD_NAMESPACE}_${K8S_POD_NAME}"
@@ -179,7 +183,7 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 		os.WriteFile(hook, []byte(script), 0o755)
 		return map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.Conf}, hook, func(sandbox string) time.Time {
 			ids := ovn.Output("ovs-vsctl", "--db=unix:"+ovn.Conf, "--timeout=10", "--columns=external_ids", "find", "Interface", "external_ids:sandbox="+sandbox)
-			ms, err := strconv.ParseInt(harness.OVSMapValue(ids, "ovn-installed-ts"), 10, 64)
+			ms, err := strconv.ParseInt(agents.OVSMapValue(ids, "ovn-installed-ts"), 10, 64)
 			if err != nil {
 				return time.Time{}
 			}
@@ -195,7 +199,7 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 // installer's --config.
 func entryFragments(t *testing.T, component string) map[string]string {
 	t.Helper()
-	for _, doc := range harness.KustomizeWith(t, component)["ConfigMap"] {
+	for _, doc := range kube.KustomizeWith(t, component)["ConfigMap"] {
 		var cm corev1.ConfigMap
 		if yaml.Unmarshal([]byte(doc), &cm) == nil && strings.HasPrefix(cm.Name, "netready-entry") {
 			return cm.Data

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestInstallerChainsIntoEachStockConflist: netready-install chains netready into the config
@@ -52,7 +53,7 @@ func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 			}
 			os.WriteFile(filepath.Join(conf, tc.file), stock, 0o644)
 
-			code, out := harness.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),
+			code, out := cnitest.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"),
 				"--config", `{"type":"netready","status":{"ipam":"auto"}}`)
 			switch {
 			case tc.autoPicked != "":
@@ -69,7 +70,7 @@ func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 				}
 			}
 
-			if code, out := harness.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready")); code != 0 {
+			if code, out := cnitest.Installer(t, "--conf-dir", conf, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready")); code != 0 {
 				t.Fatalf("install into %s: exit %d\n%s", tc.dir, code, out)
 			}
 			got, err := os.ReadFile(filepath.Join(conf, tc.listFile))
@@ -102,7 +103,7 @@ func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 					t.Errorf("plugin %d changed:\nwas %s\nnow %s", i, p, after.Plugins[i])
 				}
 			}
-			if code, out := harness.Installer(t, "--validate", filepath.Join(conf, tc.listFile)); code != 0 {
+			if code, out := cnitest.Installer(t, "--validate", filepath.Join(conf, tc.listFile)); code != 0 {
 				t.Errorf("--validate of the installed %s: exit %d\n%s", tc.listFile, code, out)
 			}
 			// --validate of the whole conflist takes or refuses "auto" as well.
@@ -113,7 +114,7 @@ func TestInstallerChainsIntoEachStockConflist(t *testing.T) {
 			withAuto, _ := json.Marshal(whole)
 			autoFile := filepath.Join(t.TempDir(), tc.listFile)
 			os.WriteFile(autoFile, withAuto, 0o644)
-			code, out = harness.Installer(t, "--validate", autoFile)
+			code, out = cnitest.Installer(t, "--validate", autoFile)
 			if tc.autoPicked != "" && code != 0 {
 				t.Errorf("--validate of %s with ipam auto: exit %d, want 0:\n%s", tc.listFile, code, out)
 			}

@@ -22,6 +22,8 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // The first-packet test's pod network: bigger than the node's /28, so that
@@ -205,9 +207,9 @@ func (a *strictAgent) addedAt(ip string) (time.Time, bool) {
 
 // writeFirstPacketConflist points the node's runtime at bridge + host-local
 // in fpSubnet, with netready's entry last when entry is not "".
-func writeFirstPacketConflist(n *harness.K8sNode, entry string) {
+func writeFirstPacketConflist(n *kube.K8sNode, entry string) {
 	plugins := fmt.Sprintf(`{"type": "bridge", "bridge": %q, "isGateway": true, "ipMasq": false,
-     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}}`, harness.NodeBridge, fpSubnet, n.Path("ipam"))
+     "ipam": {"type": "host-local", "ranges": [[{"subnet": %q}]], "dataDir": %q}}`, kube.NodeBridge, fpSubnet, n.Path("ipam"))
 	if entry != "" {
 		plugins += ",\n    " + entry
 	}
@@ -231,11 +233,11 @@ func clientPod(name string, port int, gated, stay bool) *corev1.Pod {
 	}
 	p := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name},
-		Spec: corev1.PodSpec{NodeName: harness.NodeName, TerminationGracePeriodSeconds: new(int64), RestartPolicy: corev1.RestartPolicyNever,
+		Spec: corev1.PodSpec{NodeName: kube.NodeName, TerminationGracePeriodSeconds: new(int64), RestartPolicy: corev1.RestartPolicyNever,
 			Containers: []corev1.Container{{Name: "client", Image: "netready.test/client:1", ImagePullPolicy: corev1.PullNever, Env: env}}},
 	}
 	if gated {
-		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: harness.NodeConditionType}}
+		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: kube.NodeConditionType}}
 	}
 	return p
 }
@@ -255,7 +257,7 @@ type clientResult struct {
 
 // runClients starts count client pods at once and returns each one's
 // first connection, once all have finished.
-func runClients(n *harness.K8sNode, agent *strictAgent, prefix string, count, port int) []clientResult {
+func runClients(n *kube.K8sNode, agent *strictAgent, prefix string, count, port int) []clientResult {
 	n.T.Helper()
 	for i := range count {
 		n.CreatePod(clientPod(fmt.Sprintf("%s-%d", prefix, i), port, false, false))
@@ -324,7 +326,7 @@ func summarize(results []clientResult) (connected int, text string) {
 
 // clearPods deletes every pod of default and waits until their addresses
 // are released.
-func clearPods(n *harness.K8sNode, ctx context.Context) {
+func clearPods(n *kube.K8sNode, ctx context.Context) {
 	n.T.Helper()
 	n.Admin.CoreV1().Pods("default").DeleteCollection(ctx, metav1.DeleteOptions{GracePeriodSeconds: new(int64)}, metav1.ListOptions{})
 	n.WaitFor("every pod gone and its address released", 3*time.Minute, func() bool {
@@ -356,9 +358,9 @@ func TestFirstConnectionSucceedsForEveryPod(t *testing.T) {
 	if _, err := os.Stat(image); err != nil {
 		t.Fatalf("NETREADY_CLIENT_IMAGE: %v; run `make test` (it builds the client image)", err)
 	}
-	n := harness.StartNode(t)
+	n := kube.StartNode(t)
 	n.ImportImage(image)
-	harness.GuardForwarding(t, fpSubnet)
+	cnitest.GuardForwarding(t, fpSubnet)
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -428,7 +430,7 @@ func TestFirstConnectionSucceedsForEveryPod(t *testing.T) {
 		ctx, cancel := context.WithCancel(context.Background())
 		defer cancel()
 		// The sidecar as a process on the node, as the node's admin.
-		harness.StartSidecarProc(t, n.Path("pki/admin.kubeconfig"), n.Path("state"), harness.NodeName, "--condition-type", harness.NodeConditionType, "--cni-conf-dir", "")
+		kube.StartSidecarProc(t, n.Path("pki/admin.kubeconfig"), n.Path("state"), kube.NodeName, "--condition-type", kube.NodeConditionType, "--cni-conf-dir", "")
 		writeFirstPacketConflist(n, entry("1s", "proceed"))
 		type seen struct {
 			at  time.Time

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestNodeDemo is `make demo-node`: the node of TestQuickStartWorksOnARealNode, netready deployed
@@ -18,8 +18,8 @@ import (
 // after its veth appears, watched with the real `kubectl get pod -w`;
 // then everything is torn down.
 func TestNodeDemo(t *testing.T) {
-	n := harness.StartNode(t)
-	harness.StartHeartbeat(t, n.Path("agent/heartbeat"))
+	n := kube.StartNode(t)
+	kube.StartHeartbeat(t, n.Path("agent/heartbeat"))
 	n.Kubectl("apply", "-k", n.UnpackRelease(), "--server-side")
 	n.WaitFor("netready installed", 2*time.Minute, func() bool { return n.Entry() != nil && n.RuntimeHasNetready() })
 	t.Logf("netready is installed; creating pod web-0 with the readiness gate; the agent programs it 4 s after its veth appears")
@@ -31,10 +31,10 @@ func TestNodeDemo(t *testing.T) {
 	watch.Stdout, watch.Stderr = os.Stdout, os.Stdout
 	programmed := n.ProgramLater("web-0", 4*time.Second)
 	created := time.Now()
-	n.CreatePod(harness.NodePod("web-0", true))
+	n.CreatePod(kube.NodePod("web-0", true))
 	watch.Start()
 	wrote := <-programmed
-	p := n.WaitPod("web-0", "Ready", time.Minute, harness.PodReady)
+	p := n.WaitPod("web-0", "Ready", time.Minute, kube.PodReady)
 	time.Sleep(time.Second)
 	cancel()
 	watch.Wait()
@@ -42,7 +42,7 @@ func TestNodeDemo(t *testing.T) {
 	t.Logf("agent programmed the pod %.1fs after create; Ready %.2fs after that; marker: state %s, waited %d ms",
 		wrote.Sub(created).Seconds(), time.Since(wrote).Seconds()-1, m.State, m.WaitedMs)
 	for _, c := range p.Status.Conditions {
-		if c.Type == harness.NodeConditionType {
+		if c.Type == kube.NodeConditionType {
 			t.Logf("condition %s=%s reason %s: %s", c.Type, c.Status, c.Reason, c.Message)
 		}
 	}

@@ -22,6 +22,7 @@ import (
 
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // chartScenario installs netready again, after the kustomize uninstall,
@@ -32,7 +33,7 @@ import (
 // patches what no value covers. The next gated pod must turn Ready; an
 // upgrade with uninstall=true must take netready out of the conflist, and
 // helm uninstall the DaemonSet and its pod.
-func chartScenario(n *harness.K8sNode, t *testing.T, dir string) {
+func chartScenario(n *kube.K8sNode, t *testing.T, dir string) {
 	dist, version := harness.ReleaseDir(t)
 	ctx := context.Background()
 	kc := n.Path("pki/admin.kubeconfig")
@@ -45,7 +46,7 @@ func chartScenario(n *harness.K8sNode, t *testing.T, dir string) {
 	}
 	values := map[string]any{
 		"preset": "calico", "pool": map[string]any{"enabled": true},
-		"conditionType": harness.NodeConditionType,
+		"conditionType": kube.NodeConditionType,
 		"timeout":       entry["timeout"], "onTimeout": entry["onTimeout"],
 	}
 	delete(entry, "timeout")
@@ -69,7 +70,7 @@ printf 'resources: [all.yaml]\npatches: [{path: daemonset.yaml}]\n' > "$d/kustom
 	}
 
 	installed := time.Now()
-	harness.MustHelm(t, kc, "install", "netready", filepath.Join(dist, "netready-"+version+".tgz"), "--namespace", "kube-system",
+	kube.MustHelm(t, kc, "install", "netready", filepath.Join(dist, "netready-"+version+".tgz"), "--namespace", "kube-system",
 		"-f", vfile, "--post-renderer", post)
 	awaitScopeAfterReinstall(t, n)
 	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
@@ -91,21 +92,21 @@ printf 'resources: [all.yaml]\npatches: [{path: daemonset.yaml}]\n' > "$d/kustom
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != harness.NodeConditionType {
-		t.Errorf("readiness gates = %+v, want the chart's mutating policy's for %s", p.Spec.ReadinessGates, harness.NodeConditionType)
+	if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != kube.NodeConditionType {
+		t.Errorf("readiness gates = %+v, want the chart's mutating policy's for %s", p.Spec.ReadinessGates, kube.NodeConditionType)
 	}
-	if c := publish.Current(p, harness.NodeConditionType); c == nil || c.Status != corev1.ConditionTrue || c.Reason != publish.ReasonProgrammed {
+	if c := publish.Current(p, kube.NodeConditionType); c == nil || c.Status != corev1.ConditionTrue || c.Reason != publish.ReasonProgrammed {
 		t.Errorf("condition = %+v, want True, %s", c, publish.ReasonProgrammed)
 	}
 
 	// The chart's uninstall: uninstall=true takes netready off the node,
 	// then helm uninstall takes the rest.
-	harness.MustHelm(t, kc, "upgrade", "netready", filepath.Join(dist, "netready-"+version+".tgz"), "--namespace", "kube-system",
+	kube.MustHelm(t, kc, "upgrade", "netready", filepath.Join(dist, "netready-"+version+".tgz"), "--namespace", "kube-system",
 		"--reuse-values", "--set", "uninstall=true", "--post-renderer", post)
 	n.Kubectl("-n", "kube-system", "rollout", "status", "daemonset/netready", "--timeout=2m")
 	n.WaitFor("netready out of the conflist", time.Minute, func() bool { return n.Entry() == nil })
 	n.WaitFor("containerd loading the conflist without netready", time.Minute, func() bool { return !n.RuntimeHasNetready() })
-	out := harness.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "2m")
+	out := kube.MustHelm(t, kc, "uninstall", "netready", "--namespace", "kube-system", "--wait", "--timeout", "2m")
 	n.WaitFor("the netready pods gone after helm uninstall", 2*time.Minute, func() bool {
 		pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
 		return err == nil && len(pods.Items) == 0
@@ -125,7 +126,7 @@ printf 'resources: [all.yaml]\npatches: [{path: daemonset.yaml}]\n' > "$d/kustom
 // kubernetes/kubernetes#130887; no policy has params now). Its pod turns
 // Ready within 30 s of the sidecar's start, and a token bound to it, as
 // kubelet mints, may set its condition and nothing else.
-func awaitScopeAfterReinstall(t *testing.T, n *harness.K8sNode) {
+func awaitScopeAfterReinstall(t *testing.T, n *kube.K8sNode) {
 	ctx := context.Background()
 	var pod corev1.Pod
 	n.WaitFor("the reinstalled sidecar's pod Ready", 2*time.Minute, func() bool {
@@ -134,7 +135,7 @@ func awaitScopeAfterReinstall(t *testing.T, n *harness.K8sNode) {
 			return false
 		}
 		pod = pods.Items[0]
-		return harness.PodReady(&pod)
+		return kube.PodReady(&pod)
 	})
 	var started, ready time.Time
 	for _, cs := range pod.Status.ContainerStatuses {
@@ -159,13 +160,13 @@ func awaitScopeAfterReinstall(t *testing.T, n *harness.K8sNode) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sidecar := kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", harness.NodeAPIPort), BearerToken: tr.Status.Token,
+	sidecar := kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", kube.NodeAPIPort), BearerToken: tr.Status.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: n.Path("pki/ca.crt")}})
 	dry := metav1.PatchOptions{DryRun: []string{metav1.DryRunAll}}
-	own, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: harness.NodeConditionType, Status: corev1.ConditionTrue,
+	own, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: kube.NodeConditionType, Status: corev1.ConditionTrue,
 		Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})
 	if _, err := sidecar.CoreV1().Pods("kube-system").Patch(ctx, pod.Name, types.StrategicMergePatchType, own, dry, "status"); err != nil {
-		t.Errorf("the reinstalled sidecar setting %s on its own pod (dry run) = %v, want allowed", harness.NodeConditionType, err)
+		t.Errorf("the reinstalled sidecar setting %s on its own pod (dry run) = %v, want allowed", kube.NodeConditionType, err)
 	}
 	other, _ := publish.Patch(pod.UID, corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue,
 		Reason: publish.ReasonProgrammed, LastTransitionTime: metav1.Now()})

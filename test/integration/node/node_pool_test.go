@@ -22,9 +22,9 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/pkg/taint"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // nodePoolUsable is what host-local hands out of the node's /28: .2 to .14.
@@ -32,13 +32,13 @@ const nodePoolUsable = 13
 
 // nodeEvent waits for the sidecar's Event about the Node with reason
 // whose note contains want, and returns its note.
-func nodeEvent(n *harness.K8sNode, reason, want string) string {
+func nodeEvent(n *kube.K8sNode, reason, want string) string {
 	n.T.Helper()
 	var note string
 	n.WaitFor("a "+reason+" Event on the Node naming "+want, 30*time.Second, func() bool {
 		evs, _ := n.Admin.EventsV1().Events("default").List(context.Background(), metav1.ListOptions{})
 		for _, e := range evs.Items {
-			if e.Regarding.Kind == "Node" && e.Regarding.Name == harness.NodeName && e.Reason == reason &&
+			if e.Regarding.Kind == "Node" && e.Regarding.Name == kube.NodeName && e.Reason == reason &&
 				e.ReportingController == "netready-sidecar" && e.Action != "Test" && strings.Contains(e.Note, want) {
 				note = e.Note
 				return true
@@ -50,7 +50,7 @@ func nodeEvent(n *harness.K8sNode, reason, want string) string {
 }
 
 // lastAllocation is when host-local wrote its newest allocation file.
-func lastAllocation(n *harness.K8sNode) time.Time {
+func lastAllocation(n *kube.K8sNode) time.Time {
 	entries, _ := os.ReadDir(n.Path("ipam/nr-node"))
 	var last time.Time
 	for _, e := range entries {
@@ -64,9 +64,9 @@ func lastAllocation(n *harness.K8sNode) time.Time {
 	return last
 }
 
-func nodeObject(n *harness.K8sNode) *corev1.Node {
+func nodeObject(n *kube.K8sNode) *corev1.Node {
 	n.T.Helper()
-	node, err := n.Admin.CoreV1().Nodes().Get(context.Background(), harness.NodeName, metav1.GetOptions{})
+	node, err := n.Admin.CoreV1().Nodes().Get(context.Background(), kube.NodeName, metav1.GetOptions{})
 	if err != nil {
 		n.T.Fatal(err)
 	}
@@ -75,7 +75,7 @@ func nodeObject(n *harness.K8sNode) *corev1.Node {
 
 // sidecarClient authenticates as the running sidecar does: its
 // ServiceAccount, with a token bound to its pod (which carries the node).
-func sidecarClient(n *harness.K8sNode) *kubernetes.Clientset {
+func sidecarClient(n *kube.K8sNode) *kubernetes.Clientset {
 	n.T.Helper()
 	ctx := context.Background()
 	pods, err := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
@@ -91,7 +91,7 @@ func sidecarClient(n *harness.K8sNode) *kubernetes.Clientset {
 	if err != nil {
 		n.T.Fatal(err)
 	}
-	return kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", harness.NodeAPIPort), BearerToken: tr.Status.Token,
+	return kubernetes.NewForConfigOrDie(&rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", kube.NodeAPIPort), BearerToken: tr.Status.Token,
 		TLSClientConfig: rest.TLSClientConfig{CAFile: n.Path("pki/ca.crt")}})
 }
 
@@ -99,10 +99,10 @@ func sidecarClient(n *harness.K8sNode) *kubernetes.Clientset {
 // node NoSchedule; the node stays Ready and nothing is evicted; the next
 // pod waits in Pending; freeing two addresses lifts the taint and the
 // pod runs. The sidecar's own identity cannot widen what it writes.
-func poolScenario(n *harness.K8sNode, t *testing.T) {
+func poolScenario(n *kube.K8sNode, t *testing.T) {
 	ctx := context.Background()
-	times := harness.WatchTaint(t, n.Admin, harness.NodeName)
-	if taint.Has(nodeObject(n)) {
+	times := kube.WatchTaint(t, n.Admin, kube.NodeName)
+	if nodewriter.Has(nodeObject(n)) {
 		t.Fatal("the node is tainted before its pool is full")
 	}
 	free := nodePoolUsable - n.Allocations()
@@ -111,7 +111,7 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 		name := fmt.Sprintf("fill-%d", i)
 		fill = append(fill, name)
 		n.Program(name)
-		n.CreatePod(harness.NodePod(name, false))
+		n.CreatePod(kube.NodePod(name, false))
 	}
 	for _, name := range fill {
 		n.WaitPod(name, "Running", 2*time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
@@ -124,16 +124,16 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 		t.Errorf("the taint came %s after the last allocation; the goal is within 1 s", d)
 	}
 	node := nodeObject(n)
-	c := taint.Current(node)
+	c := nodewriter.Current(node)
 	if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)) {
-		t.Errorf("the %s condition = %+v", taint.ConditionType, c)
+		t.Errorf("the %s condition = %+v", nodewriter.ConditionType, c)
 	} else {
-		t.Logf("pool: kubectl describe node shows %s=True: %s", taint.ConditionType, c.Message)
+		t.Logf("pool: kubectl describe node shows %s=True: %s", nodewriter.ConditionType, c.Message)
 	}
 	if len(node.Spec.Taints) != 1 {
 		t.Errorf("taints = %+v, want netready's only", node.Spec.Taints)
 	}
-	t.Logf("pool: the Node's Event: %s", nodeEvent(n, taint.ReasonExhausted, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)))
+	t.Logf("pool: the Node's Event: %s", nodeEvent(n, nodewriter.ReasonExhausted, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable, nodePoolUsable)))
 
 	// The node's only taint is netready's (checked above), so it is the
 	// one the scheduler means.
@@ -171,7 +171,7 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 					if p.Spec.NodeName != "" {
 						t.Fatalf("the overflow pod was scheduled onto the tainted node")
 					}
-				case p.DeletionTimestamp != nil || !harness.PodReady(p):
+				case p.DeletionTimestamp != nil || !kube.PodReady(p):
 					t.Fatalf("pod %s lost Ready or is being deleted while the pool was full: %+v", p.Name, p.Status.Conditions)
 				}
 			}
@@ -193,20 +193,20 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 			data, _ := json.Marshal(map[string]any{"spec": map[string]any{"taints": ts}})
 			return data
 		}
-		ours := corev1.Taint{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}
+		ours := corev1.Taint{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}
 		denied := []struct {
 			name, node, sub string
 			pt              types.PatchType
 			body            []byte
 			want            string
 		}{
-			{"another taint", harness.NodeName, "", types.MergePatchType, taints(ours, corev1.Taint{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}), "may only add or remove the taint"},
-			{"its taint as NoExecute", harness.NodeName, "", types.MergePatchType, taints(corev1.Taint{Key: taint.Key, Effect: corev1.TaintEffectNoExecute}), "with effect NoSchedule"},
+			{"another taint", kube.NodeName, "", types.MergePatchType, taints(ours, corev1.Taint{Key: "example.com/x", Effect: corev1.TaintEffectNoSchedule}), "may only add or remove the taint"},
+			{"its taint as NoExecute", kube.NodeName, "", types.MergePatchType, taints(corev1.Taint{Key: nodewriter.Key, Effect: corev1.TaintEffectNoExecute}), "with effect NoSchedule"},
 			{"its taint on another node", other.Name, "", types.MergePatchType, taints(ours), "may only write its own Node"},
-			{"a label", harness.NodeName, "", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
-			{"a label through nodes/status", harness.NodeName, "status", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
-			{"unschedulable", harness.NodeName, "", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), "may only change the taints"},
-			{"the Ready condition", harness.NodeName, "status", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x"}]}}`), "may only change the Node condition"},
+			{"a label", kube.NodeName, "", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
+			{"a label through nodes/status", kube.NodeName, "status", types.MergePatchType, []byte(`{"metadata":{"labels":{"nr":"x"}}}`), "may not change a Node's labels"},
+			{"unschedulable", kube.NodeName, "", types.MergePatchType, []byte(`{"spec":{"unschedulable":true}}`), "may only change the taints"},
+			{"the Ready condition", kube.NodeName, "status", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"Ready","status":"False","reason":"x"}]}}`), "may only change the Node condition"},
 			{"its condition on another node", other.Name, "status", types.StrategicMergePatchType, []byte(`{"status":{"conditions":[{"type":"NetworkPoolExhausted","status":"True"}]}}`), "may only write its own Node"},
 		}
 		for _, d := range denied {
@@ -227,14 +227,14 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 			}
 			_, err := sc.EventsV1().Events(ns).Create(ctx, &eventsv1.Event{
 				ObjectMeta: metav1.ObjectMeta{GenerateName: "nr-", Namespace: ns}, EventTime: metav1.NowMicro(),
-				ReportingController: "netready-sidecar", ReportingInstance: "netready-sidecar-" + harness.NodeName, Action: "Test", Type: corev1.EventTypeNormal,
+				ReportingController: "netready-sidecar", ReportingInstance: "netready-sidecar-" + kube.NodeName, Action: "Test", Type: corev1.EventTypeNormal,
 				Reason: reason, Regarding: ref,
 			}, metav1.CreateOptions{})
 			return err
 		}
 		for _, d := range []struct{ what, kind, name, ns, reason string }{
-			{"a pool Event about another node", "Node", other.Name, "default", taint.ReasonExhausted},
-			{"another reason about its Node", "Node", harness.NodeName, "default", "NodeNotReady"},
+			{"a pool Event about another node", "Node", other.Name, "default", nodewriter.ReasonExhausted},
+			{"another reason about its Node", "Node", kube.NodeName, "default", "NodeNotReady"},
 			{"another reason about a pod", "Pod", "web", "default", "Killing"},
 			{"an Event about a Service", "Service", "kubernetes", "default", publish.ReasonProgrammed},
 		} {
@@ -242,15 +242,15 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 				t.Errorf("denied: %s: create = %v, want a denial", d.what, err)
 			}
 		}
-		if err := event("Node", harness.NodeName, "default", taint.ReasonAvailable); err != nil {
+		if err := event("Node", kube.NodeName, "default", nodewriter.ReasonAvailable); err != nil {
 			t.Errorf("the sidecar's identity recording a pool Event about its own Node = %v, want allowed", err)
 		}
 		// Control: the same identity may write its own condition.
-		if _, err := sc.CoreV1().Nodes().Patch(ctx, harness.NodeName, types.StrategicMergePatchType, taint.StatusPatch(own, taint.Condition(true, "control"), time.Now(), true), metav1.PatchOptions{}, "status"); err != nil {
+		if _, err := sc.CoreV1().Nodes().Patch(ctx, kube.NodeName, types.StrategicMergePatchType, nodewriter.StatusPatch(own, nodewriter.Condition(true, "control"), time.Now(), true), metav1.PatchOptions{}, "status"); err != nil {
 			t.Errorf("the sidecar's identity writing its own condition = %v, want allowed", err)
 		}
 		after := nodeObject(n)
-		if after.Labels["nr"] != "" || after.Spec.Unschedulable || len(after.Spec.Taints) != 1 || !taint.Has(after) {
+		if after.Labels["nr"] != "" || after.Spec.Unschedulable || len(after.Spec.Taints) != 1 || !nodewriter.Has(after) {
 			t.Errorf("the node changed despite the denials: labels %v, taints %+v", after.Labels, after.Spec.Taints)
 		}
 		if ok, _ := n.Ready(); !ok {
@@ -267,13 +267,13 @@ func poolScenario(n *harness.K8sNode, t *testing.T) {
 	deleted := time.Now()
 	n.WaitFor("the taint lifted", time.Minute, func() bool { _, r := times.FirstTimes(); return !r.IsZero() })
 	_, removed := times.FirstTimes()
-	n.WaitPod("overflow", "scheduled and Ready", 2*time.Minute, harness.PodReady)
+	n.WaitPod("overflow", "scheduled and Ready", 2*time.Minute, kube.PodReady)
 	t.Logf("pool: two pods deleted; taint lifted %.1fs later (after kubelet's DELs freed the addresses), the overflow pod Ready %.1fs after the deletes",
 		removed.Sub(deleted).Seconds(), time.Since(deleted).Seconds())
-	if c := taint.Current(nodeObject(n)); c == nil || c.Status != corev1.ConditionFalse {
+	if c := nodewriter.Current(nodeObject(n)); c == nil || c.Status != corev1.ConditionFalse {
 		t.Errorf("the condition after the pool freed up = %+v", c)
 	}
-	t.Logf("pool: the Node's Event: %s", nodeEvent(n, taint.ReasonAvailable, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable-2, nodePoolUsable)))
+	t.Logf("pool: the Node's Event: %s", nodeEvent(n, nodewriter.ReasonAvailable, fmt.Sprintf("nr-node: %d of %d addresses in use", nodePoolUsable-2, nodePoolUsable)))
 	// Room for the scenarios after this one.
 	for _, name := range append(fill[2:], "overflow") {
 		n.Admin.CoreV1().Pods("default").Delete(ctx, name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})

@@ -21,9 +21,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/pkg/taint"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // nodeMetrics scrapes the deployed sidecar: host network, loopback port
@@ -83,9 +84,9 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 	}
 	_, version := harness.ReleaseDir(t)
 	start := time.Now()
-	n := harness.StartNode(t)
+	n := kube.StartNode(t)
 	t.Logf("node: Ready %.1fs after start", time.Since(start).Seconds())
-	hb := harness.StartHeartbeat(t, n.Path("agent/heartbeat"))
+	hb := kube.StartHeartbeat(t, n.Path("agent/heartbeat"))
 	dir := n.UnpackRelease()
 	// Runs before the node's teardown: what an operator would look at.
 	t.Cleanup(func() {
@@ -118,9 +119,9 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		var pods *corev1.PodList
 		n.WaitFor("the netready pod Ready", time.Minute, func() bool {
 			pods, _ = n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
-			return pods != nil && len(pods.Items) == 1 && harness.PodReady(&pods.Items[0])
+			return pods != nil && len(pods.Items) == 1 && kube.PodReady(&pods.Items[0])
 		})
-		if len(pods.Items) != 1 || !harness.PodReady(&pods.Items[0]) || pods.Items[0].Spec.Containers[0].Image != "ghcr.io/netready/netready:"+version {
+		if len(pods.Items) != 1 || !kube.PodReady(&pods.Items[0]) || pods.Items[0].Spec.Containers[0].Image != "ghcr.io/netready/netready:"+version {
 			t.Fatalf("want one Ready netready pod running ghcr.io/netready/netready:%s, got %+v", version, pods.Items)
 		}
 		for _, c := range pods.Items[0].Spec.Containers {
@@ -140,7 +141,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		}
 		n.Program("first")
 		created := time.Now()
-		n.CreatePod(harness.NodePod("first", false))
+		n.CreatePod(kube.NodePod("first", false))
 		p := n.WaitPod("first", "Running", time.Minute, func(p *corev1.Pod) bool { return p.Status.Phase == corev1.PodRunning })
 		t.Logf("install: the next pod Running %.1fs after create", time.Since(created).Seconds())
 		if m := n.MarkerFor(p); m == nil || m.State != marker.StateReady {
@@ -165,10 +166,10 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != harness.NodeConditionType {
-			t.Errorf("readiness gates = %+v, want the one the mutating policy adds for %s", p.Spec.ReadinessGates, harness.NodeConditionType)
+		if len(p.Spec.ReadinessGates) != 1 || p.Spec.ReadinessGates[0].ConditionType != kube.NodeConditionType {
+			t.Errorf("readiness gates = %+v, want the one the mutating policy adds for %s", p.Spec.ReadinessGates, kube.NodeConditionType)
 		}
-		if c := publish.Current(p, harness.NodeConditionType); c == nil || c.Status != corev1.ConditionTrue || c.Reason != publish.ReasonProgrammed {
+		if c := publish.Current(p, kube.NodeConditionType); c == nil || c.Status != corev1.ConditionTrue || c.Reason != publish.ReasonProgrammed {
 			t.Errorf("condition = %+v, want True, %s", c, publish.ReasonProgrammed)
 		}
 	})
@@ -176,12 +177,12 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 	t.Run("ungated pod", func(t *testing.T) {
 		n.T = t
 		n.Program("plain")
-		n.CreatePod(harness.NodePod("plain", false))
-		p := n.WaitPod("plain", "Ready", time.Minute, harness.PodReady)
+		n.CreatePod(kube.NodePod("plain", false))
+		p := n.WaitPod("plain", "Ready", time.Minute, kube.PodReady)
 		if m := n.MarkerFor(p); m == nil {
 			t.Error("the ungated pod has no marker")
 		}
-		if c := publish.Current(p, harness.NodeConditionType); c != nil {
+		if c := publish.Current(p, kube.NodeConditionType); c != nil {
 			t.Errorf("the ungated pod got the condition %+v", c)
 		}
 	})
@@ -195,7 +196,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		// Its address is allocated before "held" is created, so that
 		// ProgramLater watches held's.
 		before := n.Allocations()
-		n.CreatePod(harness.NodePod("never", true))
+		n.CreatePod(kube.NodePod("never", true))
 		n.WaitFor("the never-programmed pod's address", time.Minute, func() bool { return n.Allocations() > before })
 		neverAt := time.Now()
 		defer func() {
@@ -208,7 +209,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		}()
 		programmed := n.ProgramLater("held", delay)
 		created := time.Now()
-		n.CreatePod(harness.NodePod("held", true))
+		n.CreatePod(kube.NodePod("held", true))
 		var wrote time.Time
 		runningEarly := false
 		for waiting := true; waiting; {
@@ -224,7 +225,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if runningEarly {
 			t.Error("the pod ran before its network was programmed: ADD did not hold")
 		}
-		p := n.WaitPod("held", "Ready", time.Minute, harness.PodReady)
+		p := n.WaitPod("held", "Ready", time.Minute, kube.PodReady)
 		readyAt := time.Now()
 		t.Logf("fail: agent programmed %.1fs after create; pod Ready %.2fs after that (kubectl get pod -w: ContainerCreating until then)",
 			wrote.Sub(created).Seconds(), readyAt.Sub(wrote).Seconds())
@@ -234,7 +235,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if m := n.MarkerFor(p); m == nil || m.State != marker.StateReady || m.WaitedMs < 1000 {
 			t.Errorf("marker = %+v, want ready after a wait", m)
 		}
-		if c := publish.Current(p, harness.NodeConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
+		if c := publish.Current(p, kube.NodeConditionType); c == nil || c.Reason != publish.ReasonProgrammed {
 			t.Errorf("condition = %+v", c)
 		}
 		// The deployed sidecar's own /metrics (host network, loopback).
@@ -249,7 +250,7 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if p := n.Pod("never"); p.Status.Phase == corev1.PodRunning {
 			t.Errorf("the never-programmed pod runs: a fail-mode timeout let its sandbox start")
 		}
-		harness.CheckMetrics(t, scrape)
+		kube.CheckMetrics(t, scrape)
 	})
 
 	t.Run("agent down", func(t *testing.T) {
@@ -308,24 +309,24 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		for i := range 3 {
 			name := fmt.Sprintf("roll-%d", i)
 			n.Program(name)
-			n.CreatePod(harness.NodePod(name, true))
+			n.CreatePod(kube.NodePod(name, true))
 			time.Sleep(700 * time.Millisecond)
 		}
 		n.WaitFor("the DaemonSet rolled to dev2", 2*time.Minute, func() bool {
 			pods, _ := n.Admin.CoreV1().Pods("kube-system").List(ctx, metav1.ListOptions{LabelSelector: "app=netready"})
-			return len(pods.Items) == 1 && pods.Items[0].Spec.Containers[0].Image == "ghcr.io/netready/netready:dev2" && harness.PodReady(&pods.Items[0])
+			return len(pods.Items) == 1 && pods.Items[0].Spec.Containers[0].Image == "ghcr.io/netready/netready:dev2" && kube.PodReady(&pods.Items[0])
 		})
 		n.WaitFor("the new entry in place", time.Minute, func() bool { e := n.Entry(); return e != nil && e["onTimeout"] == "proceed" })
 		t.Logf("upgrade: rolled to dev2 in %.1fs", time.Since(rolled).Seconds())
 		for i := range 3 {
 			name := fmt.Sprintf("roll-%d", i)
-			p := n.WaitPod(name, "Ready", time.Minute, harness.PodReady)
+			p := n.WaitPod(name, "Ready", time.Minute, kube.PodReady)
 			if n.MarkerFor(p) == nil {
 				t.Errorf("%s, created during the roll, has no marker", name)
 			}
 		}
 		for _, name := range []string{"held", "plain", "first"} {
-			if !harness.PodReady(n.Pod(name)) {
+			if !kube.PodReady(n.Pod(name)) {
 				t.Errorf("%s is not Ready after the upgrade", name)
 			}
 		}
@@ -340,9 +341,9 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		n.T = t
 		// The agent programs the pod only once the test has looked at it
 		// waiting: under load a timed agent raced kubectl netready.
-		n.CreatePod(harness.NodePod("proceeding", true))
+		n.CreatePod(kube.NodePod("proceeding", true))
 		p := n.WaitPod("proceeding", "Running, not Ready, its condition published", time.Minute, func(p *corev1.Pod) bool {
-			return p.Status.Phase == corev1.PodRunning && !harness.PodReady(p) && publish.Current(p, harness.NodeConditionType) != nil
+			return p.Status.Phase == corev1.PodRunning && !kube.PodReady(p) && publish.Current(p, kube.NodeConditionType) != nil
 		})
 		t.Logf("proceed: kubectl netready explain while the agent has not programmed the pod:\n%s",
 			n.ExplainSays("proceeding", 1, "pod default/proceeding on node nr-node is NOT network-ready",
@@ -351,12 +352,12 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if m := n.MarkerFor(p); m == nil || m.State != marker.StatePending {
 			t.Errorf("marker = %+v, want pending", m)
 		}
-		if c := publish.Current(p, harness.NodeConditionType); c == nil || c.Status != corev1.ConditionFalse {
+		if c := publish.Current(p, kube.NodeConditionType); c == nil || c.Status != corev1.ConditionFalse {
 			t.Logf("condition while pending: %+v", c)
 		}
 		wrote := time.Now()
 		n.Program("proceeding")
-		p = n.WaitPod("proceeding", "Ready", time.Minute, harness.PodReady)
+		p = n.WaitPod("proceeding", "Ready", time.Minute, kube.PodReady)
 		t.Logf("proceed: pod Running unready, then Ready %.2fs after the agent programmed it", time.Since(wrote).Seconds())
 		if m := n.MarkerFor(p); m == nil || m.State != marker.StateReady {
 			t.Errorf("marker after the sidecar's re-check = %+v, want ready", m)
@@ -375,15 +376,15 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		n.T = t
 		// A taint for the uninstall to lift (the pool scenario lifted its own).
 		node := nodeObject(n)
-		if _, err := n.Admin.CoreV1().Nodes().Patch(ctx, harness.NodeName, types.MergePatchType, taint.SpecPatch(node, true), metav1.PatchOptions{}); err != nil {
+		if _, err := n.Admin.CoreV1().Nodes().Patch(ctx, kube.NodeName, types.MergePatchType, nodewriter.SpecPatch(node, true), metav1.PatchOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		if taint.Current(nodeObject(n)) == nil {
-			t.Fatalf("the node has no %s condition to remove", taint.ConditionType)
+		if nodewriter.Current(nodeObject(n)) == nil {
+			t.Fatalf("the node has no %s condition to remove", nodewriter.ConditionType)
 		}
 		n.RollOutUninstall(dir)
-		if node := nodeObject(n); taint.Has(node) || taint.Current(node) != nil {
-			t.Errorf("after the uninstall roll-out the node still has netready's taint or condition: %+v %+v", node.Spec.Taints, taint.Current(node))
+		if node := nodeObject(n); nodewriter.Has(node) || nodewriter.Current(node) != nil {
+			t.Errorf("after the uninstall roll-out the node still has netready's taint or condition: %+v %+v", node.Spec.Taints, nodewriter.Current(node))
 		}
 		n.Kubectl("-n", "demo", "run", "late", "--image=netready.test/pause:1", "--image-pull-policy=Never")
 		if p, _ := n.Admin.CoreV1().Pods("demo").Get(ctx, "late", metav1.GetOptions{}); len(p.Spec.ReadinessGates) != 0 {
@@ -393,8 +394,8 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		if e := n.Entry(); e != nil {
 			t.Errorf("netready back in the conflist after delete: %v", e)
 		}
-		n.CreatePod(harness.NodePod("after", false))
-		p := n.WaitPod("after", "Ready without netready", time.Minute, harness.PodReady)
+		n.CreatePod(kube.NodePod("after", false))
+		p := n.WaitPod("after", "Ready without netready", time.Minute, kube.PodReady)
 		if m := n.MarkerFor(p); m != nil {
 			t.Errorf("a pod created after uninstall has a marker: %+v", m)
 		}

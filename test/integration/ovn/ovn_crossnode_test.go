@@ -13,6 +13,7 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
 )
 
 // The cross-node tests (issue #52): a server pod on node B behind an
@@ -36,7 +37,7 @@ const (
 // firstConnections starts n clients in sequence, each (when lag) with B
 // lagged, and returns how many first connections succeeded, the ADD
 // times, the failures, and the pods.
-func firstConnections(t *testing.T, b *harness.CrossNodeBed, list *libcni.NetworkConfigList, prefix string, firstIP, n int, lag bool) (ok int, adds []time.Duration, fails []string, pods []*libcni.RuntimeConf) {
+func firstConnections(t *testing.T, b *agents.CrossNodeBed, list *libcni.NetworkConfigList, prefix string, firstIP, n int, lag bool) (ok int, adds []time.Duration, fails []string, pods []*libcni.RuntimeConf) {
 	for i := range n {
 		name := fmt.Sprintf("%s-%d", prefix, i)
 		one := func() {
@@ -66,7 +67,7 @@ func firstConnections(t *testing.T, b *harness.CrossNodeBed, list *libcni.Networ
 // connect once B caught up, so the window, not the datapath, failed them.
 // Idle (no lag), it logs how many succeed.
 func TestCrossNodeControlOVN(t *testing.T) {
-	b := harness.StartCrossNodeBed(t, xnSubnet, xnServerIP)
+	b := agents.StartCrossNodeBed(t, xnSubnet, xnServerIP)
 	list := b.Chain(nil)
 	idle, idleAdds, _, _ := firstConnections(t, b, list, "idle", 100, xnControlPods, false)
 	t.Logf("idle, today's preset: %d of %d first connections across nodes succeeded (ADD %v)", idle, xnControlPods, roundAll(idleAdds))
@@ -94,7 +95,7 @@ func TestCrossNodeControlOVN(t *testing.T) {
 // the client's port. A client outside the allow-list is ready and still
 // refused, so the policy is real.
 func TestCrossNodeWaitOVN(t *testing.T) {
-	b := harness.StartCrossNodeBed(t, xnSubnet, xnServerIP)
+	b := agents.StartCrossNodeBed(t, xnSubnet, xnServerIP)
 	list := b.Chain(map[string]any{"timeout": "5s", "nbSocket": b.OVN.NB, "sbSocket": b.OVN.SB})
 	before := nbCfg(b)
 	ok, adds, fails, pods := firstConnections(t, b, list, "web", 10, xnWaitPods, true)
@@ -105,7 +106,7 @@ func TestCrossNodeWaitOVN(t *testing.T) {
 		t.Errorf("with crossNode on, %d of %d first connections failed: %v", xnWaitPods-ok, xnWaitPods, fails)
 	}
 	for _, rt := range pods[:3] {
-		r, found := harness.CrossNodeResult(b.Marker(rt))
+		r, found := agents.CrossNodeResult(b.Marker(rt))
 		if !found || !r.Ready || strings.Contains(r.Target, "left out") {
 			t.Errorf("marker of %s: cross-node result %+v (found %v), want ready with no chassis left out", rt.ContainerID, r, found)
 		}
@@ -124,7 +125,7 @@ func TestCrossNodeWaitOVN(t *testing.T) {
 // names it in the marker; the next ADD leaves it out at once, as it is
 // still behind the barrier the first one raised.
 func TestCrossNodeStalledChassisLeftOut(t *testing.T) {
-	b := harness.StartCrossNodeBed(t, xnSubnet, xnServerIP)
+	b := agents.StartCrossNodeBed(t, xnSubnet, xnServerIP)
 	const stall = 2 * time.Second
 	list := b.Chain(map[string]any{"timeout": "4s", "stallAfter": stall.String(), "nbSocket": b.OVN.NB, "sbSocket": b.OVN.SB})
 	b.OVN.B.Freeze(true)
@@ -135,7 +136,7 @@ func TestCrossNodeStalledChassisLeftOut(t *testing.T) {
 		if err != nil {
 			t.Fatalf("ADD %s with B frozen: %v", name, err)
 		}
-		r, found := harness.CrossNodeResult(b.Marker(rt))
+		r, found := agents.CrossNodeResult(b.Marker(rt))
 		t.Logf("ADD %s with B frozen took %s: %+v", name, took.Round(time.Millisecond), r)
 		if !found || !r.Ready || !strings.Contains(r.Target, "left out, stalled: "+b.OVN.B.Name) {
 			t.Errorf("marker of %s: cross-node result %+v, want ready naming %s as left out", name, r, b.OVN.B.Name)
@@ -151,7 +152,7 @@ func TestCrossNodeStalledChassisLeftOut(t *testing.T) {
 }
 
 // nbCfg is NB_Global.nb_cfg.
-func nbCfg(b *harness.CrossNodeBed) int {
+func nbCfg(b *agents.CrossNodeBed) int {
 	var n int
 	fmt.Sscan(strings.TrimSpace(b.OVN.Nbctl("get", "NB_Global", ".", "nb_cfg")), &n)
 	return n

@@ -14,6 +14,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // ovnFirstPacketPods is how many pods each arm of TestFirstConnectionSucceedsThroughOVN starts.
@@ -28,7 +30,7 @@ const ovnFirstPacketPods = 10
 // chain every first connection must succeed; the control, the same chain
 // without netready, shows how many fail.
 func TestFirstConnectionSucceedsThroughOVN(t *testing.T) {
-	ovn := harness.StartRealOVN(t)
+	ovn := agents.StartRealOVN(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "bin")
 	os.MkdirAll(bin, 0o755)
@@ -67,12 +69,12 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 				"logFile": filepath.Join(dir, "netready.log"),
 				"checks":  []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": ovn.Conf}}}
 		}
-		return harness.AgentChain(t, "ovn-fp", map[string]any{"type": "ovn-k8s-cni-overlay"}, entry)
+		return cnitest.AgentChain(t, "ovn-fp", map[string]any{"type": "ovn-k8s-cni-overlay"}, entry)
 	}
 	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 	ctx := context.Background()
 	add := func(list *libcni.NetworkConfigList, name, ip string) (*libcni.RuntimeConf, error) {
-		rt := &libcni.RuntimeConf{ContainerID: "ovnfp-" + name + "-" + harness.RandomHex(3), NetNS: harness.NewNS(t).Path(), IfName: "eth0",
+		rt := &libcni.RuntimeConf{ContainerID: "ovnfp-" + name + "-" + harness.RandomHex(3), NetNS: cnitest.NewNS(t).Path(), IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"STANDIN_IP", ip}}}
 		t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 		_, err := cni.AddNetworkList(ctx, list, rt)
@@ -90,8 +92,8 @@ ovs-vsctl --db=unix:%[3]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 			t.Fatalf("the server's port never got ovn-installed; ovn-controller:\n%s", ovn.Log("controller"))
 		}
 	}
-	harness.ServeTCP(t, srv.NetNS, 8080)
-	connect := func(rt *libcni.RuntimeConf) error { return harness.FirstConnect(rt.NetNS, serverIP+":8080") }
+	cnitest.ServeTCP(t, srv.NetNS, 8080)
+	connect := func(rt *libcni.RuntimeConf) error { return cnitest.FirstConnect(rt.NetNS, serverIP+":8080") }
 	var controlPods []*libcni.RuntimeConf
 	run := func(withNetready bool, first int) (ok int, waits []time.Duration, fails []string) {
 		list := chain(withNetready)

@@ -17,10 +17,12 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/netready/netready/pkg/ovnpool"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/pool/ovn"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestOVNPoolExhaustionTaintsTheNode, on a real kube-apiserver with the
@@ -37,11 +39,11 @@ import (
 // pod's address and a deleted pod's are free again, and the taint is
 // lifted.
 func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	const node, network = "node-ovn-pool", "ovn-kubernetes"
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
-		Annotations: map[string]string{ovnpool.NodeSubnets: `{"default":["10.244.7.0/29"]}`}}}, metav1.CreateOptions{}); err != nil {
+		Annotations: map[string]string{ovn.NodeSubnets: `{"default":["10.244.7.0/29"]}`}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	// .3 to .6: what ovnkube gives pods from a /29.
@@ -53,7 +55,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 	// A host-network pod holds no pod address: kubelet posts the node's
 	// (here, as a misconfigured node would, one inside the subnet);
 	// another node's pods are not this node's.
-	hostnet := harness.PlainPod("default", "hostnet", node)
+	hostnet := kube.PlainPod("default", "hostnet", node)
 	hostnet.Spec.HostNetwork = true
 	hostnet = a.Create(t, hostnet)
 	hostnet.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.7.6", PodIPs: []corev1.PodIP{{IP: "10.244.7.6"}}}
@@ -70,9 +72,9 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 		map[string]any{"type": "ovn-k8s-cni-overlay", "ipam": map[string]any{}, "dns": map[string]any{}},
 		map[string]any{"type": "netready", "stateDir": state, "status": map[string]any{"ipam": "auto", "poolAction": "taint"}}}})
 	os.WriteFile(filepath.Join(confDir, "10-ovn-kubernetes.conflist"), conf, 0o644)
-	tw := harness.WatchTaint(t, a.Admin, node)
+	tw := kube.WatchTaint(t, a.Admin, node)
 	sidecar := func() (string, *harness.SyncBuffer, func()) {
-		return harness.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir)
+		return kube.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir)
 	}
 	listen, logs, stop := sidecar()
 
@@ -82,7 +84,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 	// netready's STATUS alone, as a node whose entry says notready would
 	// run it: ovn-k8s-cni-overlay answers STATUS for its own health.
 	status := func() error {
-		l := harness.AgentChain(t, network, map[string]any{"type": "netready", "stateDir": state,
+		l := cnitest.AgentChain(t, network, map[string]any{"type": "netready", "stateDir": state,
 			"status": map[string]any{"ipam": map[string]any{"type": "ovn-kubernetes"}, "poolAction": "notready"}}, nil)
 		return cni.GetStatusNetworkList(ctx, l)
 	}
@@ -90,16 +92,16 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 
 	t.Run("three of four: no taint, STATUS passes, the count in the metrics", func(t *testing.T) {
 		harness.Within(t, "the count in the metrics", 20*time.Second, func() bool {
-			return strings.Contains(harness.MetricsText(t, listen), `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="used"} 3`)
+			return strings.Contains(kube.MetricsText(t, listen), `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="used"} 3`)
 		})
-		m := harness.MetricsText(t, listen)
+		m := kube.MetricsText(t, listen)
 		if !strings.Contains(m, `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="capacity"} 4`) {
 			t.Errorf("metrics:\n%s", harness.GrepLines(m, "netready_pool"))
 		}
 		if err := status(); err != nil {
 			t.Errorf("STATUS at 3 of 4 = %v, want success", err)
 		}
-		if taint.Has(a.Node(t, node)) {
+		if nodewriter.Has(a.Node(t, node)) {
 			t.Error("tainted at 3 of 4 with minFree 1")
 		}
 	})
@@ -108,7 +110,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 	t.Run("the subnet used up taints the Node", func(t *testing.T) {
 		addPod("ovn-3", "10.244.7.6")
 		harness.Within(t, "the taint", 20*time.Second, func() bool { added, _ := tw.FirstTimes(); return !added.IsZero() })
-		c := taint.Current(a.Node(t, node))
+		c := nodewriter.Current(a.Node(t, node))
 		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "ovn-kubernetes (ovn-kubernetes): 4 of 4 addresses in use") {
 			t.Errorf("condition = %+v, want True naming the ovn-kubernetes count\n%s", c, logs.String())
 		}
@@ -117,7 +119,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 	t.Run("STATUS fails with code 50, naming the count from the sidecar's verdict", func(t *testing.T) {
 		var err error
 		harness.Within(t, "STATUS fails", 15*time.Second, func() bool { err = status(); return err != nil })
-		if harness.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "IP pool exhausted (4 of 4 addresses in use)") ||
+		if cnitest.CNICode(err) != types.ErrPluginNotAvailable || !strings.Contains(err.Error(), "IP pool exhausted (4 of 4 addresses in use)") ||
 			!strings.Contains(err.Error(), full) || !strings.Contains(err.Error(), "netready-sidecar's count") {
 			t.Errorf("STATUS = %v, want code 50: IP pool exhausted, %s, from the sidecar's verdict", err, full)
 		}
@@ -152,12 +154,12 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 		listen, logs, stop = sidecar()
 		var serr error
 		harness.Within(t, "STATUS failing again once the sidecar counts", 20*time.Second, func() bool { serr = status(); return serr != nil })
-		if harness.CNICode(serr) != types.ErrPluginNotAvailable {
+		if cnitest.CNICode(serr) != types.ErrPluginNotAvailable {
 			t.Errorf("STATUS = %v, want code 50", serr)
 		}
 		// Its watches still listing, the restarted sidecar cannot tell at
 		// first: that must not lift a taint that still applies.
-		if tw.RemovalCount() != removed || !taint.Has(a.Node(t, node)) {
+		if tw.RemovalCount() != removed || !nodewriter.Has(a.Node(t, node)) {
 			t.Errorf("the restarted sidecar lifted the taint while its watches were listing\n%s", logs.String())
 		}
 	})
@@ -172,7 +174,7 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 			t.Fatal(err)
 		}
 		harness.Within(t, "STATUS passing at 3 of 4", 20*time.Second, func() bool { return status() == nil })
-		if !taint.Has(a.Node(t, node)) {
+		if !nodewriter.Has(a.Node(t, node)) {
 			t.Error("the taint lifted at 3 of 4: one address of hysteresis expected")
 		}
 		if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "ovn-1-0", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
@@ -182,13 +184,13 @@ func TestOVNPoolExhaustionTaintsTheNode(t *testing.T) {
 		// The taint (spec) is patched before the condition (status).
 		var c *corev1.NodeCondition
 		harness.Within(t, "the condition False", 10*time.Second, func() bool {
-			c = taint.Current(a.Node(t, node))
+			c = nodewriter.Current(a.Node(t, node))
 			return c != nil && c.Status == corev1.ConditionFalse
 		})
 		if !strings.Contains(c.Message, "2 of 4 addresses in use") {
 			t.Errorf("condition = %+v, want False at 2 of 4\n%s", c, logs.String())
 		}
-		if m := harness.MetricsText(t, listen); !strings.Contains(m, `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="free"} 2`) {
+		if m := kube.MetricsText(t, listen); !strings.Contains(m, `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="free"} 2`) {
 			t.Errorf("metrics:\n%s", harness.GrepLines(m, "netready_pool"))
 		}
 	})

@@ -20,9 +20,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
-	"github.com/netready/netready/pkg/ovnpool"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool/ovn"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestOVNPoolTenantAnnotationNeverTaints, on a real kube-apiserver with
@@ -37,11 +38,11 @@ import (
 // node) fill the subnet: 251 of 252 leave it untainted, the 252nd taints
 // it.
 func TestOVNPoolTenantAnnotationNeverTaints(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	const node, network, tenantNS = "node-ovn-trust", "ovn-kubernetes", "tenant"
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node,
-		Annotations: map[string]string{ovnpool.NodeSubnets: `{"default":["10.244.9.0/24"]}`}}}, metav1.CreateOptions{}); err != nil {
+		Annotations: map[string]string{ovn.NodeSubnets: `{"default":["10.244.9.0/24"]}`}}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	tenant := tenantClient(t, a, tenantNS)
@@ -54,8 +55,8 @@ func TestOVNPoolTenantAnnotationNeverTaints(t *testing.T) {
 	crafted := `{"default":{"ip_addresses":[` + strings.Join(claims, ",") + `],"mac_address":"0a:58:0a:f4:09:03","gateway_ips":["10.244.9.1"],"role":"primary"}}`
 	tenantPod := func(name, networks string) {
 		t.Helper()
-		p := harness.PlainPod(tenantNS, name, node)
-		p.Annotations = map[string]string{ovnpool.PodNetworks: networks}
+		p := kube.PlainPod(tenantNS, name, node)
+		p.Annotations = map[string]string{ovn.PodNetworks: networks}
 		// What the tenant sends as status: the API server drops it on create.
 		p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: "10.244.9.3", PodIPs: []corev1.PodIP{{IP: "10.244.9.3"}}}
 		out, err := tenant.CoreV1().Pods(tenantNS).Create(ctx, p, metav1.CreateOptions{})
@@ -74,16 +75,16 @@ func TestOVNPoolTenantAnnotationNeverTaints(t *testing.T) {
 	listen, logs := ovnPoolSidecar(t, a, node, network)
 	const metric = `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state=`
 	harness.Within(t, "the pool counted", 20*time.Second, func() bool {
-		return strings.Contains(harness.MetricsText(t, listen), metric+`"capacity"} 252`)
+		return strings.Contains(kube.MetricsText(t, listen), metric+`"capacity"} 252`)
 	})
-	if m := harness.MetricsText(t, listen); !strings.Contains(m, metric+`"used"} 0`) {
+	if m := kube.MetricsText(t, listen); !strings.Contains(m, metric+`"used"} 0`) {
 		tainted := false
 		for start := time.Now(); !tainted && time.Since(start) < 10*time.Second; time.Sleep(100 * time.Millisecond) {
-			tainted = taint.Has(a.Node(t, node))
+			tainted = nodewriter.Has(a.Node(t, node))
 		}
 		t.Errorf("a tenant's annotation counted (tainted: %v):\n%s", tainted, harness.GrepLines(m, "netready_pool"))
-	} else if n := a.Node(t, node); taint.Has(n) {
-		t.Errorf("a tenant's annotation tainted the node: %+v\n%s", taint.Current(n), logs.String())
+	} else if n := a.Node(t, node); nodewriter.Has(n) {
+		t.Errorf("a tenant's annotation tainted the node: %+v\n%s", nodewriter.Current(n), logs.String())
 	}
 
 	// One pod's garbled annotation blinds nothing; a tenant's pod that
@@ -96,31 +97,31 @@ func TestOVNPoolTenantAnnotationNeverTaints(t *testing.T) {
 		t.Fatalf("the tenant patches its running pod's annotation: %v", err)
 	}
 	harness.Within(t, "one address in use", 20*time.Second, func() bool {
-		return strings.Contains(harness.MetricsText(t, listen), metric+`"used"} 1`)
+		return strings.Contains(kube.MetricsText(t, listen), metric+`"used"} 1`)
 	})
-	if m := harness.MetricsText(t, listen); !strings.Contains(m, `netready_pool_unknown{network="ovn-kubernetes",source="ovn-kubernetes"} 0`) {
+	if m := kube.MetricsText(t, listen); !strings.Contains(m, `netready_pool_unknown{network="ovn-kubernetes",source="ovn-kubernetes"} 0`) {
 		t.Errorf("one pod's garbled annotation made the pool can't tell:\n%s", harness.GrepLines(m, "netready_pool"))
 	}
-	if n := a.Node(t, node); taint.Has(n) {
-		t.Fatalf("tainted at 1 of 252: %+v\n%s", taint.Current(n), logs.String())
+	if n := a.Node(t, node); nodewriter.Has(n) {
+		t.Fatalf("tainted at 1 of 252: %+v\n%s", nodewriter.Current(n), logs.String())
 	}
 
 	t.Run("pods kubelet ran fill the subnet: the 252nd address taints the node", func(t *testing.T) {
-		tw := harness.WatchTaint(t, a.Admin, node)
+		tw := kube.WatchTaint(t, a.Admin, node)
 		var ips []string
 		for i := 4; i <= 253; i++ {
 			ips = append(ips, fmt.Sprintf("10.244.9.%d", i))
 		}
 		runPods(t, admin, kubelet, "default", node, "fill", ips)
 		harness.Within(t, "251 of 252 in use", 30*time.Second, func() bool {
-			return strings.Contains(harness.MetricsText(t, listen), `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="used"} 251`)
+			return strings.Contains(kube.MetricsText(t, listen), `netready_pool_addresses{network="ovn-kubernetes",source="ovn-kubernetes",state="used"} 251`)
 		})
-		if added, _ := tw.FirstTimes(); !added.IsZero() || taint.Has(a.Node(t, node)) {
+		if added, _ := tw.FirstTimes(); !added.IsZero() || nodewriter.Has(a.Node(t, node)) {
 			t.Fatalf("tainted at 251 of 252 with minFree 1\n%s", logs.String())
 		}
 		runPods(t, admin, kubelet, "default", node, "last", []string{"10.244.9.254"})
 		harness.Within(t, "the taint", 20*time.Second, func() bool { added, _ := tw.FirstTimes(); return !added.IsZero() })
-		c := taint.Current(a.Node(t, node))
+		c := nodewriter.Current(a.Node(t, node))
 		if c == nil || c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "252 of 252 addresses in use") {
 			t.Errorf("condition = %+v, want True at 252 of 252\n%s", c, logs.String())
 		}
@@ -129,7 +130,7 @@ func TestOVNPoolTenantAnnotationNeverTaints(t *testing.T) {
 
 // ovnPoolSidecar runs the real sidecar for node on an ovn-k8s-cni-overlay
 // chain whose netready entry counts the pool ("ipam": "auto") and taints.
-func ovnPoolSidecar(t *testing.T, a *harness.APIServer, node, network string) (string, *harness.SyncBuffer) {
+func ovnPoolSidecar(t *testing.T, a *kube.APIServer, node, network string) (string, *harness.SyncBuffer) {
 	t.Helper()
 	state, confDir := t.TempDir(), t.TempDir()
 	conf, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": network, "plugins": []any{
@@ -138,13 +139,13 @@ func ovnPoolSidecar(t *testing.T, a *harness.APIServer, node, network string) (s
 	if err := os.WriteFile(filepath.Join(confDir, "10-ovn-kubernetes.conflist"), conf, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	listen, logs, _ := harness.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir)
+	listen, logs, _ := kube.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir)
 	return listen, logs
 }
 
 // tenantClient is a user who may create, read and patch pods in ns and
 // nothing else, as a cluster's tenants may.
-func tenantClient(t *testing.T, a *harness.APIServer, ns string) kubernetes.Interface {
+func tenantClient(t *testing.T, a *kube.APIServer, ns string) kubernetes.Interface {
 	t.Helper()
 	ctx := context.Background()
 	if _, err := a.Admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
@@ -168,8 +169,8 @@ func tenantClient(t *testing.T, a *harness.APIServer, ns string) kubernetes.Inte
 
 // fastClient presents the admin's token, as user (with groups) when user
 // is set, without client-side rate limits: the tests post hundreds of pods.
-func fastClient(a *harness.APIServer, user string, groups []string) kubernetes.Interface {
-	cfg := a.Config(harness.AdminToken)
+func fastClient(a *kube.APIServer, user string, groups []string) kubernetes.Interface {
+	cfg := a.Config(kube.AdminToken)
 	cfg.QPS, cfg.Burst = -1, 0
 	if user != "" {
 		cfg.Impersonate = rest.ImpersonationConfig{UserName: user, Groups: groups}
@@ -178,8 +179,8 @@ func fastClient(a *harness.APIServer, user string, groups []string) kubernetes.I
 }
 
 // kubeletClient acts as node's kubelet, with the rights of the system:node
-// ClusterRole (harness.Kubelet).
-func kubeletClient(t *testing.T, a *harness.APIServer, node string) kubernetes.Interface {
+// ClusterRole (kube.APIServer.Kubelet).
+func kubeletClient(t *testing.T, a *kube.APIServer, node string) kubernetes.Interface {
 	t.Helper()
 	a.Kubelet(t, node) // binds the system:node ClusterRole to system:nodes
 	return fastClient(a, "system:node:"+node, []string{"system:nodes", "system:authenticated"})
@@ -197,7 +198,7 @@ func runPods(t *testing.T, creator, kubelet kubernetes.Interface, ns, node, pref
 	for range 8 {
 		wg.Go(func() {
 			for i := range work {
-				p, err := creator.CoreV1().Pods(ns).Create(ctx, harness.PlainPod(ns, fmt.Sprintf("%s-%d", prefix, i), node), metav1.CreateOptions{})
+				p, err := creator.CoreV1().Pods(ns).Create(ctx, kube.PlainPod(ns, fmt.Sprintf("%s-%d", prefix, i), node), metav1.CreateOptions{})
 				if err == nil {
 					p.Status = corev1.PodStatus{Phase: corev1.PodRunning, PodIP: ips[i], PodIPs: []corev1.PodIP{{IP: ips[i]}},
 						StartTime: &metav1.Time{Time: time.Now()}}

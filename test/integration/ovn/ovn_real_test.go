@@ -12,7 +12,8 @@ import (
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
 
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestOVNControllerSetsOVNInstalled: with a real OVN (NB and SB databases,
@@ -25,10 +26,10 @@ import (
 // sandbox) is never taken for ready from the old sandbox's Interface,
 // which still says ovn-installed.
 func TestOVNControllerSetsOVNInstalled(t *testing.T) {
-	ovn := harness.StartRealOVN(t)
+	ovn := agents.StartRealOVN(t)
 	t.Logf("real OVN up (3 ovsdb-servers, northd, vswitchd, controller, chassis registered) in %s", ovn.Started.Round(time.Millisecond))
 	ctx := context.Background()
-	add := func(n *harness.TestNet, rt *libcni.RuntimeConf, port, ifaceID, ip string, after time.Duration) (time.Time, error) {
+	add := func(n *cnitest.TestNet, rt *libcni.RuntimeConf, port, ifaceID, ip string, after time.Duration) (time.Time, error) {
 		cni, list := n.Libcni()
 		portErr := make(chan error, 1)
 		go func() {
@@ -44,8 +45,8 @@ func TestOVNControllerSetsOVNInstalled(t *testing.T) {
 	}
 	pod := [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-0"}, {"K8S_POD_UID", "uid-web-0"}}
 
-	n := harness.OVNNet(t, ovn.Conf, "10s")
-	first := &libcni.RuntimeConf{ContainerID: "ovnreal1-" + n.ID, NetNS: harness.NewNS(t).Path(), IfName: "eth0", Args: pod}
+	n := agents.OVNNet(t, ovn.Conf, "10s")
+	first := &libcni.RuntimeConf{ContainerID: "ovnreal1-" + n.ID, NetNS: cnitest.NewNS(t).Path(), IfName: "eth0", Args: pod}
 	t.Cleanup(func() { cni, list := n.Libcni(); cni.DelNetworkList(ctx, list, first) })
 	returned, err := add(n, first, "nrp1"+n.ID, "default_web-0", n.Prefix+"5", 300*time.Millisecond)
 	if err != nil {
@@ -59,7 +60,7 @@ func TestOVNControllerSetsOVNInstalled(t *testing.T) {
 	if m.State != "ready" {
 		t.Errorf("marker %s, want ready", m.State)
 	}
-	if ts := harness.OVSMapValue(ids, "ovn-installed-ts"); ts != "" {
+	if ts := agents.OVSMapValue(ids, "ovn-installed-ts"); ts != "" {
 		ms, _ := strconv.ParseInt(ts, 10, 64)
 		set := time.UnixMilli(ms)
 		t.Logf("ovn-controller set ovn-installed %s after ADD began; ADD returned %s after that (waited %d ms in all)",
@@ -70,16 +71,16 @@ func TestOVNControllerSetsOVNInstalled(t *testing.T) {
 	}
 
 	t.Run("a frozen ovn-controller times ADD out, failing closed", func(t *testing.T) {
-		n := harness.OVNNet(t, ovn.Conf, "1500ms")
+		n := agents.OVNNet(t, ovn.Conf, "1500ms")
 		ovn.Freeze(true)
 		defer ovn.Freeze(false)
-		rt := &libcni.RuntimeConf{ContainerID: "ovnreal2-" + n.ID, NetNS: harness.NewNS(t).Path(), IfName: "eth0",
+		rt := &libcni.RuntimeConf{ContainerID: "ovnreal2-" + n.ID, NetNS: cnitest.NewNS(t).Path(), IfName: "eth0",
 			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-1"}, {"K8S_POD_UID", "uid-web-1"}}}
 		start := time.Now()
 		_, err := add(n, rt, "nrp2"+n.ID, "default_web-1", n.Prefix+"6", 100*time.Millisecond)
 		cni, list := n.Libcni()
 		cni.DelNetworkList(ctx, list, rt)
-		if harness.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "has no ovn-installed yet") {
+		if cnitest.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "has no ovn-installed yet") {
 			t.Errorf("ADD with ovn-controller frozen = %v, want code 11 naming ovn-installed", err)
 		}
 		if d := time.Since(start); d > 6*time.Second {
@@ -94,14 +95,14 @@ func TestOVNControllerSetsOVNInstalled(t *testing.T) {
 		}
 		// The old sandbox's Interface stays, ovn-installed and all, as a
 		// leftover row would; the new sandbox's has the same iface-id.
-		n2 := harness.OVNNet(t, ovn.Conf, "1500ms")
+		n2 := agents.OVNNet(t, ovn.Conf, "1500ms")
 		ovn.Freeze(true)
 		defer ovn.Freeze(false)
-		again := &libcni.RuntimeConf{ContainerID: "ovnreal3-" + n.ID, NetNS: harness.NewNS(t).Path(), IfName: "eth0", Args: pod}
+		again := &libcni.RuntimeConf{ContainerID: "ovnreal3-" + n.ID, NetNS: cnitest.NewNS(t).Path(), IfName: "eth0", Args: pod}
 		_, err := add(n2, again, "nrp3"+n.ID, "default_web-0", n.Prefix+"5", 100*time.Millisecond)
 		cni2, list2 := n2.Libcni()
 		cni2.DelNetworkList(ctx, list2, again)
-		if harness.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "sandbox="+again.ContainerID) {
+		if cnitest.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "sandbox="+again.ContainerID) {
 			t.Errorf("ADD of the re-created pod = %v, want a timeout on its own sandbox's Interface, not ready from the old one", err)
 		}
 		if !strings.Contains(ovn.InterfaceIDs("nrp1"+n.ID), `ovn-installed="true"`) {

@@ -13,7 +13,8 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/netready/netready/pkg/ovsdb"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestOVNPresetHoldsADDUntilOVNInstalled, against a real ovsdb-server: ADD holds until
@@ -25,10 +26,10 @@ func TestOVNPresetHoldsADDUntilOVNInstalled(t *testing.T) {
 	ctx := context.Background()
 	pod := [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-0"}, {"K8S_POD_UID", "uid-web-0"}}
 	t.Run("ovn-installed written later", func(t *testing.T) {
-		db := harness.StartOVSDB(t)
-		n := harness.OVNNet(t, db.Sock, "10s")
+		db := agents.StartOVSDB(t)
+		n := agents.OVNNet(t, db.Sock, "10s")
 		cni, list := n.Libcni()
-		netns := harness.NewNS(t)
+		netns := cnitest.NewNS(t)
 		rt := &libcni.RuntimeConf{ContainerID: "ovn-" + n.ID, NetNS: netns.Path(), IfName: "eth0", Args: pod}
 		t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 		port := "nrovn" + n.ID
@@ -55,27 +56,27 @@ func TestOVNPresetHoldsADDUntilOVNInstalled(t *testing.T) {
 	})
 	for _, tc := range []struct {
 		name  string
-		setup func(t *testing.T, n *harness.TestNet, sock string, cid string)
+		setup func(t *testing.T, n *cnitest.TestNet, sock string, cid string)
 		want  string
 	}{
-		{"never installed", func(t *testing.T, n *harness.TestNet, sock, cid string) {
-			(&harness.OVSDBServer{T: t, Sock: sock}).AddPodPort("nrovn"+n.ID, "default_web-0", "uid-web-0", cid)
+		{"never installed", func(t *testing.T, n *cnitest.TestNet, sock, cid string) {
+			(&agents.OVSDBServer{T: t, Sock: sock}).AddPodPort("nrovn"+n.ID, "default_web-0", "uid-web-0", cid)
 		}, "has no ovn-installed yet"},
-		{"another pod's port", func(t *testing.T, n *harness.TestNet, sock, cid string) {
-			(&harness.OVSDBServer{T: t, Sock: sock}).AddPodPort("nrovn"+n.ID, "default_web-10", "uid-web-10", cid)
+		{"another pod's port", func(t *testing.T, n *cnitest.TestNet, sock, cid string) {
+			(&agents.OVSDBServer{T: t, Sock: sock}).AddPodPort("nrovn"+n.ID, "default_web-10", "uid-web-10", cid)
 		}, `has iface-id "default_web-10", not "default_web-0"`},
-		{"no port at all", func(t *testing.T, n *harness.TestNet, sock, cid string) {}, "no OVS Interface with external_ids:sandbox="},
+		{"no port at all", func(t *testing.T, n *cnitest.TestNet, sock, cid string) {}, "no OVS Interface with external_ids:sandbox="},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			db := harness.StartOVSDB(t)
-			n := harness.OVNNet(t, db.Sock, "1500ms")
+			db := agents.StartOVSDB(t)
+			n := agents.OVNNet(t, db.Sock, "1500ms")
 			rt := &libcni.RuntimeConf{ContainerID: "ovn-" + n.ID, IfName: "eth0", Args: pod}
 			tc.setup(t, n, db.Sock, rt.ContainerID)
 			expectOVNTimeout(t, n, rt, tc.want)
 		})
 	}
 	t.Run("the monitor wakes on a write", func(t *testing.T) {
-		db := harness.StartOVSDB(t)
+		db := agents.StartOVSDB(t)
 		ctx, cancel := context.WithCancel(ctx)
 		defer cancel()
 		events, err := ovsdb.Monitor(ctx, db.Sock, "Open_vSwitch", "Interface", []string{"external_ids"})
@@ -99,29 +100,29 @@ func TestOVNPresetHoldsADDUntilOVNInstalled(t *testing.T) {
 		}
 	})
 	t.Run("the monitor returns the server's refusal", func(t *testing.T) {
-		db := harness.StartOVSDB(t)
+		db := agents.StartOVSDB(t)
 		_, err := ovsdb.Monitor(ctx, db.Sock, "No_Such_Database", "Interface", []string{"external_ids"})
 		if err == nil || !strings.Contains(err.Error(), "refused") {
 			t.Errorf("Monitor of a database the server does not have = %v, want its refusal", err)
 		}
 	})
 	t.Run("database not there", func(t *testing.T) {
-		n := harness.OVNNet(t, filepath.Join(t.TempDir(), "db.sock"), "1500ms")
+		n := agents.OVNNet(t, filepath.Join(t.TempDir(), "db.sock"), "1500ms")
 		expectOVNTimeout(t, n, &libcni.RuntimeConf{ContainerID: "ovn-" + n.ID, IfName: "eth0", Args: pod}, "no such file or directory")
 	})
 }
 
-func expectOVNTimeout(t *testing.T, n *harness.TestNet, rt *libcni.RuntimeConf, want string) {
+func expectOVNTimeout(t *testing.T, n *cnitest.TestNet, rt *libcni.RuntimeConf, want string) {
 	t.Helper()
 	ctx := context.Background()
 	cni, list := n.Libcni()
-	netns := harness.NewNS(t)
+	netns := cnitest.NewNS(t)
 	rt.NetNS = netns.Path()
 	t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
 	start := time.Now()
 	_, err := cni.AddNetworkList(ctx, list, rt)
-	if harness.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "ovn-kubernetes Interface sandbox="+rt.ContainerID) || !strings.Contains(err.Error(), want) {
-		t.Errorf("ADD = %v (code %d), want code 11 naming the Interface and %q", err, harness.CNICode(err), want)
+	if cnitest.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "ovn-kubernetes Interface sandbox="+rt.ContainerID) || !strings.Contains(err.Error(), want) {
+		t.Errorf("ADD = %v (code %d), want code 11 naming the Interface and %q", err, cnitest.CNICode(err), want)
 	}
 	if took := time.Since(start); took > 6*time.Second {
 		t.Errorf("a 1.5s timeout took %v", took)

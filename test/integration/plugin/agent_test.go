@@ -18,7 +18,7 @@ import (
 	"github.com/containernetworking/cni/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestPolicySourcesWaitForAgent: ADD returns only after the agent has
@@ -33,12 +33,12 @@ func TestPolicySourcesWaitForAgent(t *testing.T) {
 		{"calico-style.conflist", []string{"file"}},
 	} {
 		t.Run(tc.file, func(t *testing.T) {
-			n, agent := harness.NewAgentNet(t, tc.file, time.Second, nil)
-			netns := harness.NewNS(t)
-			cid := harness.ContainerID(netns.Path())
+			n, agent := cnitest.NewAgentNet(t, tc.file, time.Second, nil)
+			netns := cnitest.NewNS(t)
+			cid := cnitest.ContainerID(netns.Path())
 			agent.SetPod(cid, "default", "web-0", time.Second)
 			start := time.Now()
-			out, err := n.Add(netns.Path(), harness.PodArgs("default", "web-0"))
+			out, err := n.Add(netns.Path(), cnitest.PodArgs("default", "web-0"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -81,17 +81,17 @@ func TestPolicySourcesWaitForAgent(t *testing.T) {
 // "proceed" leaves a pending marker.
 func TestPolicyTimeoutAndProceed(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
-		n, agent := harness.NewAgentNet(t, "policy-agent.conflist", time.Minute, func(n *harness.TestNet, _ map[string]any) {
+		n, agent := cnitest.NewAgentNet(t, "policy-agent.conflist", time.Minute, func(n *cnitest.TestNet, _ map[string]any) {
 			n.Netready()["timeout"] = "1s"
 		})
-		netns := harness.NewNS(t)
+		netns := cnitest.NewNS(t)
 		agent.SetPod("slow-1", "default", "slow", time.Minute)
 		cni, list := n.Libcni()
 		rt := &libcni.RuntimeConf{ContainerID: "slow-1", NetNS: netns.Path(), IfName: "eth0"}
 		t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
 		start := time.Now()
 		res, err := cni.AddNetworkList(context.Background(), list, rt)
-		if harness.CNICode(err) != types.ErrTryAgainLater {
+		if cnitest.CNICode(err) != types.ErrTryAgainLater {
 			t.Fatalf("ADD = %v, %v; want code 11", res, err)
 		}
 		if time.Since(start) > 5*time.Second {
@@ -118,14 +118,14 @@ func TestPolicyTimeoutAndProceed(t *testing.T) {
 		}
 	})
 	t.Run("proceed", func(t *testing.T) {
-		n, agent := harness.NewAgentNet(t, "calico-style.conflist", time.Minute, func(n *harness.TestNet, _ map[string]any) {
+		n, agent := cnitest.NewAgentNet(t, "calico-style.conflist", time.Minute, func(n *cnitest.TestNet, _ map[string]any) {
 			n.Netready()["timeout"] = "1s"
 			n.Netready()["onTimeout"] = "proceed"
 		})
-		netns := harness.NewNS(t)
-		cid := harness.ContainerID(netns.Path())
+		netns := cnitest.NewNS(t)
+		cid := cnitest.ContainerID(netns.Path())
 		agent.SetPod(cid, "default", "web-1", time.Minute)
-		if _, err := n.Add(netns.Path(), harness.PodArgs("default", "web-1")); err != nil {
+		if _, err := n.Add(netns.Path(), cnitest.PodArgs("default", "web-1")); err != nil {
 			t.Fatal(err)
 		}
 		m := n.ReadMarker(cid, "eth0")
@@ -141,7 +141,7 @@ func TestPolicyTimeoutAndProceed(t *testing.T) {
 // not the sum (about 65 s): waits run in parallel, not one after another.
 func TestConcurrentAddsWaitInParallel(t *testing.T) {
 	const pods = 50
-	n, agent := harness.NewAgentNet(t, "policy-agent.conflist", time.Second, func(n *harness.TestNet, _ map[string]any) {
+	n, agent := cnitest.NewAgentNet(t, "policy-agent.conflist", time.Second, func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "60s"
 	})
 	type pod struct {
@@ -151,9 +151,9 @@ func TestConcurrentAddsWaitInParallel(t *testing.T) {
 	var ps []pod
 	var longest, sum time.Duration
 	for i := 0; i < pods; i++ {
-		netns := harness.NewNS(t)
+		netns := cnitest.NewNS(t)
 		d := 100*time.Millisecond + time.Duration(i%25)*100*time.Millisecond
-		agent.SetPod(harness.ContainerID(netns.Path()), "default", fmt.Sprintf("p%d", i), d)
+		agent.SetPod(cnitest.ContainerID(netns.Path()), "default", fmt.Sprintf("p%d", i), d)
 		ps = append(ps, pod{netns.Path(), d})
 		longest, sum = max(longest, d), sum+d
 	}
@@ -164,7 +164,7 @@ func TestConcurrentAddsWaitInParallel(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			_, errs[i] = n.Add(p.ns, harness.PodArgs("default", fmt.Sprintf("p%d", i)))
+			_, errs[i] = n.Add(p.ns, cnitest.PodArgs("default", fmt.Sprintf("p%d", i)))
 		}()
 	}
 	wg.Wait()
@@ -175,7 +175,7 @@ func TestConcurrentAddsWaitInParallel(t *testing.T) {
 		}
 	}
 	for i, p := range ps {
-		m := n.ReadMarker(harness.ContainerID(p.ns), "eth0")
+		m := n.ReadMarker(cnitest.ContainerID(p.ns), "eth0")
 		ip := strings.Split(m.IPs[0], "/")[0]
 		// http is the agent's last step: every source was programmed by then.
 		last := time.Unix(0, agent.Visible("http", ip).BeganAt)
@@ -197,7 +197,7 @@ func TestConcurrentAddsWaitInParallel(t *testing.T) {
 		}
 		if strings.Contains(line, `msg="ADD done"`) {
 			for _, p := range ps {
-				if strings.Contains(line, "containerID="+harness.ContainerID(p.ns)+" ") {
+				if strings.Contains(line, "containerID="+cnitest.ContainerID(p.ns)+" ") {
 					done[p.ns]++
 				}
 			}
@@ -218,7 +218,7 @@ func TestConcurrentAddsWaitInParallel(t *testing.T) {
 // makes ADD overrun its timeout by more than a fraction of a second.
 func TestDeadlinesHold(t *testing.T) {
 	t.Run("hanging http endpoint", func(t *testing.T) {
-		n, _ := harness.NewAgentNet(t, "policy-agent.conflist", time.Second, func(n *harness.TestNet, _ map[string]any) {
+		n, _ := cnitest.NewAgentNet(t, "policy-agent.conflist", time.Second, func(n *cnitest.TestNet, _ map[string]any) {
 			n.Netready()["timeout"] = "1500ms"
 		})
 		n.Netready()["checks"] = []any{map[string]any{"kind": "http", "url": "http://" + strings.TrimPrefix(n.HTTPURL(), "http://") + "/hang"}}
@@ -233,7 +233,7 @@ func TestDeadlinesHold(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+		n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 			n.Netready()["timeout"] = "1s"
 			n.Netready()["checks"] = []any{map[string]any{"kind": "iptables", "chain": "NR-LOCKED", "match": "{{.IP}}"}}
 		})
@@ -252,10 +252,10 @@ func TestDeadlinesHold(t *testing.T) {
 // assertTimeoutWithin runs netready's ADD alone (the checks here do not
 // look at the pod) and requires code 11 naming the check, no later than
 // timeout plus a few hundred milliseconds.
-func assertTimeoutWithin(t *testing.T, n *harness.TestNet, timeout time.Duration, names string) {
+func assertTimeoutWithin(t *testing.T, n *cnitest.TestNet, timeout time.Duration, names string) {
 	t.Helper()
 	start := time.Now()
-	_, e := harness.Invoke(t, "ADD", n.PluginConf(harness.PrevResult100(n.Prefix+"5/24", n.Prefix+"1", "/var/run/netns/none")),
+	_, e := cnitest.Invoke(t, "ADD", n.PluginConf(cnitest.PrevResult100(n.Prefix+"5/24", n.Prefix+"1", "/var/run/netns/none")),
 		"CNI_CONTAINERID=deadline-"+n.ID, "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/none")
 	took := time.Since(start)
 	if e == nil || e.Code != types.ErrTryAgainLater || !strings.Contains(e.Msg, names) {

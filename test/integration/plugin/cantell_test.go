@@ -13,18 +13,19 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // podWithEth0 is a pod netns whose eth0 (a veth to a peer netns) is up,
 // holding addrs.
 func podWithEth0(t *testing.T, addrs ...string) string {
 	t.Helper()
-	pod, peer := harness.NewNS(t), harness.NewNS(t)
-	harness.MustRun(t, "ip", "-n", harness.NSName(pod), "link", "add", "eth0", "type", "veth", "peer", "name", "peer0", "netns", harness.NSName(peer))
-	harness.MustRun(t, "ip", "-n", harness.NSName(peer), "link", "set", "peer0", "up")
-	harness.MustRun(t, "ip", "-n", harness.NSName(pod), "link", "set", "eth0", "up")
+	pod, peer := cnitest.NewNS(t), cnitest.NewNS(t)
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "link", "add", "eth0", "type", "veth", "peer", "name", "peer0", "netns", cnitest.NSName(peer))
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(peer), "link", "set", "peer0", "up")
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "link", "set", "eth0", "up")
 	for _, a := range addrs {
-		harness.MustRun(t, "ip", "-n", harness.NSName(pod), "addr", "add", a, "dev", "eth0", "nodad")
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "addr", "add", a, "dev", "eth0", "nodad")
 	}
 	return pod.Path()
 }
@@ -34,7 +35,7 @@ func podWithEth0(t *testing.T, addrs ...string) string {
 // CNI_IFNAME in the netns, and records them; with none there either, the
 // per-IP checks are unmet, named, never vacuously ready.
 func TestResultWithoutSandboxField(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["timeout"] = "1s"
 	})
@@ -46,7 +47,7 @@ func TestResultWithoutSandboxField(t *testing.T) {
 
 	t.Run("addresses on the interface", func(t *testing.T) {
 		pod := podWithEth0(t, ip+"/24")
-		if _, e := harness.Invoke(t, "ADD", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-a", "CNI_IFNAME=eth0", "CNI_NETNS="+pod); e != nil {
+		if _, e := cnitest.Invoke(t, "ADD", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-a", "CNI_IFNAME=eth0", "CNI_NETNS="+pod); e != nil {
 			t.Fatalf("ADD: %+v", e)
 		}
 		m := n.ReadMarker("nosb-a", "eth0")
@@ -54,14 +55,14 @@ func TestResultWithoutSandboxField(t *testing.T) {
 			t.Errorf("marker state %s, IPs %v, checks %+v; want ready, [%s/24], the address check of %s", m.State, m.IPs, m.Checks, ip, ip)
 		}
 		// CHECK reads the same addresses, so the marker matches.
-		if _, e := harness.Invoke(t, "CHECK", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-a", "CNI_IFNAME=eth0", "CNI_NETNS="+pod); e != nil {
+		if _, e := cnitest.Invoke(t, "CHECK", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-a", "CNI_IFNAME=eth0", "CNI_NETNS="+pod); e != nil {
 			t.Errorf("CHECK: %+v", e)
 		}
 	})
 	t.Run("no address anywhere", func(t *testing.T) {
 		pod := podWithEth0(t)
 		start := time.Now()
-		_, e := harness.Invoke(t, "ADD", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-b", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
+		_, e := cnitest.Invoke(t, "ADD", n.PluginConf(noSandbox(pod)), "CNI_CONTAINERID=nosb-b", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
 		if e == nil || e.Code != types.ErrTryAgainLater || !strings.Contains(e.Msg, "address (no pod IP)") || !strings.Contains(e.Msg, "lists none for eth0") {
 			t.Errorf("ADD with no pod IP at all = %+v, want code 11 naming the address check with no pod IP", e)
 		}
@@ -78,7 +79,7 @@ func TestResultWithoutSandboxField(t *testing.T) {
 // family's address.
 func TestSetOfTheOtherFamily(t *testing.T) {
 	table := "nrfam" + harness.RandomHex(3)
-	if err := harness.ApplyNFT(fmt.Sprintf("add table ip6 %s\nadd set ip6 %s pods { type ipv6_addr; }\nadd table inet %s\nadd set inet %s pods6 { type ipv6_addr; }\n", table, table, table, table)); err != nil {
+	if err := cnitest.ApplyNFT(fmt.Sprintf("add table ip6 %s\nadd set ip6 %s pods { type ipv6_addr; }\nadd table inet %s\nadd set inet %s pods6 { type ipv6_addr; }\n", table, table, table, table)); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -93,13 +94,13 @@ func TestSetOfTheOtherFamily(t *testing.T) {
 		{"inet set of IPv6 addresses, IPv4 pod", "inet", "pods6", "holds IPv6 addresses, and the pod has none"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+			n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 				n.Netready()["checks"] = []any{map[string]any{"kind": "nftables", "family": tc.family, "table": table, "set": tc.set}}
 				n.Netready()["timeout"] = "5s"
 			})
 			pod := podWithEth0(t, n.Prefix+"8/24")
 			start := time.Now()
-			_, e := harness.Invoke(t, "ADD", n.PluginConf(harness.PrevResult100(n.Prefix+"8/24", n.Prefix+"1", pod)), "CNI_CONTAINERID=fam", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
+			_, e := cnitest.Invoke(t, "ADD", n.PluginConf(cnitest.PrevResult100(n.Prefix+"8/24", n.Prefix+"1", pod)), "CNI_CONTAINERID=fam", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
 			if e == nil || e.Code != types.ErrInternal || !strings.Contains(e.Msg, tc.want) {
 				t.Errorf("ADD = %+v, want code 999 saying %q", e, tc.want)
 			}
@@ -119,7 +120,7 @@ func TestSetOfTheOtherFamily(t *testing.T) {
 func TestProceedNeverFailsADDForANeverCheck(t *testing.T) {
 	for _, mode := range []string{"proceed", "fail"} {
 		t.Run(mode, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+			n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 				n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "gateway"}}
 				n.Netready()["timeout"] = "5s"
 				n.Netready()["onTimeout"] = mode
@@ -128,7 +129,7 @@ func TestProceedNeverFailsADDForANeverCheck(t *testing.T) {
 			noGateway := []byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"` + pod + `"}],` +
 				`"ips":[{"address":"` + n.Prefix + `9/24","interface":0}],"dns":{}}`)
 			const why = "the result gives no gateway for any pod IP"
-			_, e := harness.Invoke(t, "ADD", n.PluginConf(noGateway), "CNI_CONTAINERID=nogw", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
+			_, e := cnitest.Invoke(t, "ADD", n.PluginConf(noGateway), "CNI_CONTAINERID=nogw", "CNI_IFNAME=eth0", "CNI_NETNS="+pod)
 			switch mode {
 			case "proceed":
 				if e != nil {
@@ -144,7 +145,7 @@ func TestProceedNeverFailsADDForANeverCheck(t *testing.T) {
 				}
 			}
 			gone := "/var/run/netns/nr-gone-" + harness.RandomHex(3)
-			_, e = harness.Invoke(t, "ADD", n.PluginConf(harness.PrevResult100(n.Prefix+"10/24", n.Prefix+"1", gone)), "CNI_CONTAINERID=gone", "CNI_IFNAME=eth0", "CNI_NETNS="+gone)
+			_, e = cnitest.Invoke(t, "ADD", n.PluginConf(cnitest.PrevResult100(n.Prefix+"10/24", n.Prefix+"1", gone)), "CNI_CONTAINERID=gone", "CNI_IFNAME=eth0", "CNI_NETNS="+gone)
 			if e == nil || e.Code != types.ErrInternal || !strings.Contains(e.Msg, "the pod netns is gone") {
 				t.Errorf("ADD into a netns that is gone, under %s = %+v, want code 999", mode, e)
 			}

@@ -30,12 +30,13 @@ import (
 	"github.com/netready/netready/pkg/wait"
 	"github.com/netready/netready/pkg/watch"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestAddWithoutPrevResult: netready is only a chained plugin.
 func TestAddWithoutPrevResult(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	_, e := harness.Invoke(t, "ADD", n.PluginConf(nil), "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/none")
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	_, e := cnitest.Invoke(t, "ADD", n.PluginConf(nil), "CNI_CONTAINERID=c1", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/none")
 	if e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, "chained plugin") {
 		t.Errorf("ADD without prevResult = %+v, want code 7 about a chained plugin", e)
 	}
@@ -45,22 +46,22 @@ func TestAddWithoutPrevResult(t *testing.T) {
 // the key. STATUS stays green (a typo must not take the node NotReady) and
 // leaves the message, naming every key, for the sidecar.
 func TestInvalidConfigThroughLibcni(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "10 minutes"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "bgp"}}
 	})
 	cni, list := n.Libcni()
 	if err := cni.GetStatusNetworkList(context.Background(), list); err != nil {
-		t.Errorf("STATUS with a bad entry = %v (code %d), want success: netready's own entry never fails STATUS", err, harness.CNICode(err))
+		t.Errorf("STATUS with a bad entry = %v (code %d), want success: netready's own entry never fails STATUS", err, cnitest.CNICode(err))
 	}
 	note, err := os.ReadFile(filepath.Join(n.StateDir, n.Name, notes.InvalidConfigFile))
 	if err != nil || !strings.Contains(string(note), `invalid configuration: "timeout" "10 minutes"`) || !strings.Contains(string(note), `unknown check "kind" "bgp"`) {
 		t.Errorf("the note for the sidecar = %q, %v; want the message naming timeout and the kind", note, err)
 	}
-	netns := harness.NewNS(t)
+	netns := cnitest.NewNS(t)
 	_, err = cni.AddNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "bad-" + n.ID, NetNS: netns.Path(), IfName: "eth0"})
-	if harness.CNICode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `"timeout" "10 minutes"`) {
-		t.Errorf("ADD with a bad config = %v (code %d), want code 7 naming timeout", err, harness.CNICode(err))
+	if cnitest.CNICode(err) != types.ErrInvalidNetworkConfig || !strings.Contains(err.Error(), `"timeout" "10 minutes"`) {
+		t.Errorf("ADD with a bad config = %v (code %d), want code 7 naming timeout", err, cnitest.CNICode(err))
 	}
 	cni.DelNetworkList(context.Background(), list, &libcni.RuntimeConf{ContainerID: "bad-" + n.ID, NetNS: netns.Path(), IfName: "eth0"})
 }
@@ -70,12 +71,12 @@ func TestInvalidConfigThroughLibcni(t *testing.T) {
 func TestPrevResultPassThrough(t *testing.T) {
 	for _, v := range []string{"0.3.0", "0.3.1", "0.4.0", "1.0.0", "1.1.0"} {
 		t.Run(v, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, list map[string]any) {
+			n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, list map[string]any) {
 				list["cniVersion"] = v
 				n.Netready()["checks"] = []any{}
 			})
 			var res current.Result
-			json.Unmarshal(harness.PrevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x"), &res)
+			json.Unmarshal(cnitest.PrevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x"), &res)
 			res.Routes = []*types.Route{{Dst: mustCIDR(t, "10.200.0.0/16")}}
 			res.DNS = types.DNS{Nameservers: []string{"10.200.1.53"}}
 			conv, err := res.GetAsVersion(v)
@@ -83,7 +84,7 @@ func TestPrevResultPassThrough(t *testing.T) {
 				t.Fatal(err)
 			}
 			prev, _ := json.Marshal(conv)
-			out, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=pass-"+strings.ReplaceAll(v, ".", ""), "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
+			out, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=pass-"+strings.ReplaceAll(v, ".", ""), "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
 			if e != nil {
 				t.Fatalf("ADD: %+v", e)
 			}
@@ -109,12 +110,12 @@ func mustCIDR(t *testing.T, s string) net.IPNet {
 // TestHostileIdentifiersAreRefused: a container ID or interface name that climbs out
 // of the state folder is refused and nothing is written.
 func TestHostileIdentifiersAreRefused(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) { n.Netready()["checks"] = []any{} })
-	prev := harness.PrevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x")
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) { n.Netready()["checks"] = []any{} })
+	prev := cnitest.PrevResult100("10.200.1.5/24", "10.200.1.1", "/var/run/netns/x")
 	for _, tc := range []struct{ cid, ifName string }{
 		{"../../../../tmp/escape", "eth0"}, {"ok", "../x"}, {"ok", ".."}, {"a/b", "eth0"},
 	} {
-		_, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName, "CNI_NETNS=/var/run/netns/x")
+		_, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName, "CNI_NETNS=/var/run/netns/x")
 		if e == nil {
 			t.Errorf("ADD with containerID %q ifName %q succeeded", tc.cid, tc.ifName)
 			continue
@@ -122,7 +123,7 @@ func TestHostileIdentifiersAreRefused(t *testing.T) {
 		if !strings.Contains(e.Msg, "containerID") && !strings.Contains(e.Msg, "interface name") {
 			t.Errorf("ADD with containerID %q ifName %q: %q does not say which", tc.cid, tc.ifName, e.Msg)
 		}
-		if _, e := harness.Invoke(t, "DEL", n.PluginConf(nil), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName); e == nil {
+		if _, e := cnitest.Invoke(t, "DEL", n.PluginConf(nil), "CNI_CONTAINERID="+tc.cid, "CNI_IFNAME="+tc.ifName); e == nil {
 			t.Errorf("DEL with containerID %q ifName %q succeeded", tc.cid, tc.ifName)
 		}
 	}
@@ -141,13 +142,13 @@ func TestHostileIdentifiersAreRefused(t *testing.T) {
 // TestNetnsGoneFailsAtOnce: a check that can never succeed fails ADD at
 // once, naming the check, instead of waiting out the timeout.
 func TestNetnsGoneFailsAtOnce(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "30s"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "route"}, map[string]any{"kind": "address"}}
 	})
 	gone := "/var/run/netns/nr-gone-" + harness.RandomHex(3)
 	start := time.Now()
-	_, e := harness.Invoke(t, "ADD", n.PluginConf(harness.PrevResult100("10.200.1.5/24", "10.200.1.1", gone)),
+	_, e := cnitest.Invoke(t, "ADD", n.PluginConf(cnitest.PrevResult100("10.200.1.5/24", "10.200.1.1", gone)),
 		"CNI_CONTAINERID=gone", "CNI_IFNAME=eth0", "CNI_NETNS="+gone)
 	if e == nil || !strings.Contains(e.Msg, "check address 10.200.1.5") || !strings.Contains(e.Msg, gone) {
 		t.Errorf("ADD into a missing netns = %+v, want a failure naming the address check and the netns", e)
@@ -160,24 +161,24 @@ func TestNetnsGoneFailsAtOnce(t *testing.T) {
 // TestAddressCheckWaitsForIPv6DAD: the address check waits while an IPv6 address is tentative,
 // and fails at once when duplicate address detection fails.
 func TestAddressCheckWaitsForIPv6DAD(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["timeout"] = "20s"
 	})
-	pod, peer := harness.NewNS(t), harness.NewNS(t)
-	harness.MustRun(t, "ip", "-n", harness.NSName(pod), "link", "add", "eth0", "type", "veth", "peer", "name", "peer0", "netns", harness.NSName(peer))
-	harness.MustRun(t, "ip", "-n", harness.NSName(peer), "link", "set", "peer0", "up")
-	harness.MustRun(t, "ip", "-n", harness.NSName(pod), "link", "set", "eth0", "up")
+	pod, peer := cnitest.NewNS(t), cnitest.NewNS(t)
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "link", "add", "eth0", "type", "veth", "peer", "name", "peer0", "netns", cnitest.NSName(peer))
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(peer), "link", "set", "peer0", "up")
+	harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "link", "set", "eth0", "up")
 	ip6 := strings.TrimSuffix(n.Subnet6, "/64") + "5"
 	prev := []byte(`{"cniVersion":"1.0.0","interfaces":[{"name":"eth0","sandbox":"` + pod.Path() + `"}],` +
 		`"ips":[{"address":"` + ip6 + `/64","interface":0}]}`)
 
 	t.Run("tentative, then ready", func(t *testing.T) {
-		harness.MustRun(t, "ip", "-n", harness.NSName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
-		if !strings.Contains(harness.MustRun(t, "ip", "-n", harness.NSName(pod), "-6", "addr", "show", "dev", "eth0"), "tentative") {
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
+		if !strings.Contains(harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "-6", "addr", "show", "dev", "eth0"), "tentative") {
 			t.Fatal("the kernel finished DAD before ADD ran; the test cannot prove the wait")
 		}
-		_, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=dad-ok", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
+		_, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=dad-ok", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
 		if e != nil {
 			t.Fatalf("ADD: %+v", e)
 		}
@@ -185,13 +186,13 @@ func TestAddressCheckWaitsForIPv6DAD(t *testing.T) {
 		if m.State != "ready" || m.Checks[0].WaitedMs < 100 {
 			t.Errorf("marker %s, address waitedMs %d: want ready after DAD", m.State, m.Checks[0].WaitedMs)
 		}
-		harness.MustRun(t, "ip", "-n", harness.NSName(pod), "addr", "del", ip6+"/64", "dev", "eth0")
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "addr", "del", ip6+"/64", "dev", "eth0")
 	})
 	t.Run("duplicate", func(t *testing.T) {
-		harness.MustRun(t, "ip", "-n", harness.NSName(peer), "addr", "add", ip6+"/64", "dev", "peer0", "nodad")
-		harness.MustRun(t, "ip", "-n", harness.NSName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(peer), "addr", "add", ip6+"/64", "dev", "peer0", "nodad")
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(pod), "addr", "add", ip6+"/64", "dev", "eth0")
 		start := time.Now()
-		_, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=dad-dup", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
+		_, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=dad-dup", "CNI_IFNAME=eth0", "CNI_NETNS="+pod.Path())
 		if e == nil || !strings.Contains(e.Msg, "duplicate address detection failed") || !strings.Contains(e.Msg, "check address "+ip6) {
 			t.Errorf("ADD with a duplicate address = %+v, want a DAD failure naming the check", e)
 		}
@@ -257,7 +258,7 @@ add element inet %[1]s pods { 10.9.0.5`, table)
 		fmt.Fprintf(&script, ", 10.10.%d.%d", i/256, i%256)
 	}
 	script.WriteString(" }\n")
-	if err := harness.ApplyNFT(script.String()); err != nil {
+	if err := cnitest.ApplyNFT(script.String()); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
@@ -336,7 +337,7 @@ func (s *setCheck) Probe(context.Context) (bool, string, error) {
 // minute) and no polling; ready is then confirmed by a probe of its own.
 func TestWakeThatShows(t *testing.T) {
 	table := "nrshow" + harness.RandomHex(3)
-	if err := harness.ApplyNFT("add table inet " + table + "\nadd set inet " + table + " pods { type ipv4_addr; }"); err != nil {
+	if err := cnitest.ApplyNFT("add table inet " + table + "\nadd set inet " + table + " pods { type ipv4_addr; }"); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
@@ -346,7 +347,7 @@ func TestWakeThatShows(t *testing.T) {
 	go func() {
 		<-c.subscribed
 		c.present.Store(true) // what a probe would find once nft is done
-		added <- harness.ApplyNFT("add element inet " + table + " pods { 10.9.0.5 }")
+		added <- cnitest.ApplyNFT("add element inet " + table + " pods { 10.9.0.5 }")
 	}()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
@@ -394,7 +395,7 @@ func TestSetAddedThenRemovedIsNotReady(t *testing.T) {
 	t.Cleanup(func() { exec.Command("nft", "delete", "table", "inet", table).Run() })
 	// From the goroutines below: a failure is an Error, not a Fatal.
 	nft := func(script string) {
-		if err := harness.ApplyNFT(script); err != nil {
+		if err := cnitest.ApplyNFT(script); err != nil {
 			t.Error(err)
 		}
 	}

@@ -23,6 +23,7 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestBadEntryNeverBreaksCleanup: a typo in the netready entry (here made
@@ -30,12 +31,12 @@ import (
 // or the main plugin's DEL never runs and the pod's IP and veth leak. GC
 // goes on too; STATUS stays green (ADD reports the entry).
 func TestBadEntryNeverBreaksCleanup(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "route"}}
 	})
 	cni, list := n.Libcni()
 	ctx := context.Background()
-	keep, gone := harness.NewNS(t), harness.NewNS(t)
+	keep, gone := cnitest.NewNS(t), cnitest.NewNS(t)
 	rtKeep := &libcni.RuntimeConf{ContainerID: "keep-" + n.ID, NetNS: keep.Path(), IfName: "eth0"}
 	rtGone := &libcni.RuntimeConf{ContainerID: "gone-" + n.ID, NetNS: gone.Path(), IfName: "eth0"}
 	for _, rt := range []*libcni.RuntimeConf{rtKeep, rtGone} {
@@ -62,7 +63,7 @@ func TestBadEntryNeverBreaksCleanup(t *testing.T) {
 	if ips := allocated(t, n); len(ips) != 1 {
 		t.Errorf("host-local allocations after DEL = %v, want 1: bridge/host-local DEL did not run", ips)
 	}
-	if out := harness.MustRun(t, "ip", "-n", harness.NSName(gone), "link"); strings.Contains(out, "eth0") {
+	if out := harness.MustRun(t, "ip", "-n", cnitest.NSName(gone), "link"); strings.Contains(out, "eth0") {
 		t.Errorf("the pod's veth survived DEL:\n%s", out)
 	}
 	// Twice, and with no netns, as containerd's rmp does.
@@ -91,7 +92,7 @@ func TestBadEntryNeverBreaksCleanup(t *testing.T) {
 
 	// STATUS stays green: a typo must not take the node NotReady.
 	if err := cni.GetStatusNetworkList(ctx, list); err != nil {
-		t.Errorf("STATUS with a bad entry = %v (code %d), want success", err, harness.CNICode(err))
+		t.Errorf("STATUS with a bad entry = %v (code %d), want success", err, cnitest.CNICode(err))
 	}
 }
 
@@ -99,14 +100,14 @@ func TestBadEntryNeverBreaksCleanup(t *testing.T) {
 // it: DEL exits 0 even when the marker cannot be removed (GC will), and
 // GC with a keep-list it cannot read fails and removes nothing.
 func TestCleanupFailurePaths(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
 	env := []string{"CNI_CONTAINERID=stuck", "CNI_IFNAME=eth0", "CNI_NETNS=", "CNI_PATH=" + harness.PluginPath}
 	// A directory that is not empty where the marker is: remove fails.
 	stuck := n.MarkerPath("stuck", "eth0")
 	if err := os.MkdirAll(filepath.Join(stuck, "x"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if out, e := harness.Invoke(t, "DEL", n.PluginConf(nil), env...); e != nil {
+	if out, e := cnitest.Invoke(t, "DEL", n.PluginConf(nil), env...); e != nil {
 		t.Errorf("DEL with a marker it cannot remove = %+v (%s), want exit 0", e, out)
 	}
 	log, _ := os.ReadFile(n.LogFile)
@@ -123,7 +124,7 @@ func TestCleanupFailurePaths(t *testing.T) {
 	conf["cniVersion"] = "1.1.0"
 	conf["cni.dev/valid-attachments"] = map[string]any{"containerID": "keep"} // not a list
 	stdin, _ := json.Marshal(conf)
-	_, e := harness.Invoke(t, "GC", stdin, "CNI_PATH="+harness.PluginPath)
+	_, e := cnitest.Invoke(t, "GC", stdin, "CNI_PATH="+harness.PluginPath)
 	if e == nil || e.Code != types.ErrDecodingFailure || !strings.Contains(e.Msg, "GC removed nothing") {
 		t.Errorf("GC with an unreadable keep-list = %+v, want code 2 saying it removed nothing", e)
 	}
@@ -133,7 +134,7 @@ func TestCleanupFailurePaths(t *testing.T) {
 }
 
 // allocated lists host-local's allocation files for the network.
-func allocated(t *testing.T, n *harness.TestNet) []string {
+func allocated(t *testing.T, n *cnitest.TestNet) []string {
 	t.Helper()
 	entries, _ := os.ReadDir(n.IPAMDir)
 	var ips []string
@@ -167,7 +168,7 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			check: func(id string) map[string]any {
 				return map[string]any{"kind": "iptables", "chain": "NRM" + id, "match": "{{.IP}}"}
 			},
-			setup: func(t *testing.T, id string) { harness.IPTablesChain(t, "NRM"+id) },
+			setup: func(t *testing.T, id string) { cnitest.IPTablesChain(t, "NRM"+id) },
 			neighbor: func(id, p string) []string {
 				return ipt("-A", "NRM"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
 			},
@@ -178,7 +179,7 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 			check: func(id string) map[string]any {
 				return map[string]any{"kind": "iptables", "chain": "NRC" + id, "match": "pod {{.PodNamespace}}/{{.PodName}}"}
 			},
-			setup: func(t *testing.T, id string) { harness.IPTablesChain(t, "NRC"+id) },
+			setup: func(t *testing.T, id string) { cnitest.IPTablesChain(t, "NRC"+id) },
 			neighbor: func(id, p string) []string {
 				return ipt("-A", "NRC"+id, "-s", p+"50/32", "-m", "comment", "--comment", "pod default/web-10", "-j", "ACCEPT")
 			},
@@ -199,7 +200,7 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 				if out, _ := exec.Command("iptables", "--version").CombinedOutput(); !strings.Contains(string(out), "nf_tables") {
 					t.Fatalf("this case needs iptables-nft, as the node image and CI have; iptables --version: %s", out)
 				}
-				harness.IPTablesChain(t, "NRA"+id)
+				cnitest.IPTablesChain(t, "NRA"+id)
 				real, err := exec.LookPath("iptables")
 				if err != nil {
 					t.Fatal(err)
@@ -240,22 +241,22 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 	}
 	for _, src := range sources {
 		t.Run(src.name, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", nil)
+			n := cnitest.NewNet(t, "bridge.conflist", nil)
 			n.Netready()["timeout"] = "1s"
 			n.Netready()["checks"] = []any{src.check(n.ID)}
 			// The pod always gets .5, so that its neighbour is .50.
-			ipam := harness.Plugins(n.List)[0]["ipam"].(map[string]any)
+			ipam := cnitest.Plugins(n.List)[0]["ipam"].(map[string]any)
 			ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Subnet, "rangeStart": n.Prefix + "5", "rangeEnd": n.Prefix + "5"}}}
 			n.Write()
 			src.setup(t, n.ID)
 			harness.MustRun(t, src.neighbor(n.ID, n.Prefix)[0], src.neighbor(n.ID, n.Prefix)[1:]...)
 			cni, list := n.Libcni()
-			netns := harness.NewNS(t)
+			netns := cnitest.NewNS(t)
 			rt := &libcni.RuntimeConf{ContainerID: "m-" + n.ID, NetNS: netns.Path(), IfName: "eth0",
 				Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", "web-1"}, {"K8S_POD_UID", "u-1"}}}
 			t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
 			_, err := cni.AddNetworkList(context.Background(), list, rt)
-			if harness.CNICode(err) != types.ErrTryAgainLater {
+			if cnitest.CNICode(err) != types.ErrTryAgainLater {
 				t.Fatalf("ADD with only the neighbour's rule = %v, want code 11: the match claimed the wrong pod", err)
 			}
 			cni.DelNetworkList(context.Background(), list, rt)
@@ -280,12 +281,12 @@ func TestMatchAtTokenBoundaries(t *testing.T) {
 // around the IP in an interval set (which only a probe can judge), then
 // makes ADD ready.
 func TestNFTablesSetNotifications(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
 	table := "nrs" + n.ID
-	ipam := harness.Plugins(n.List)[0]["ipam"].(map[string]any)
+	ipam := cnitest.Plugins(n.List)[0]["ipam"].(map[string]any)
 	ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Subnet, "rangeStart": n.Prefix + "5", "rangeEnd": n.Prefix + "5"}}}
 	nft := func(script string) {
-		if err := harness.ApplyNFT(script); err != nil {
+		if err := cnitest.ApplyNFT(script); err != nil {
 			t.Error(err)
 		}
 	}
@@ -301,7 +302,7 @@ add set ip %[1]s pods { type ipv4_addr; }`, table))
 	})
 	ip, neighbour := n.Prefix+"5", n.Prefix+"6"
 	cni, list := n.Libcni()
-	netns := harness.NewNS(t)
+	netns := cnitest.NewNS(t)
 	rt := &libcni.RuntimeConf{ContainerID: "s-" + n.ID, NetNS: netns.Path(), IfName: "eth0"}
 	add := func(set, timeout string) error {
 		t.Helper()
@@ -342,7 +343,7 @@ add set ip %[1]s pods { type ipv4_addr; }`, table))
 	if rounds := <-decoys; rounds < 5 {
 		t.Errorf("only %d rounds of decoys while ADD waited", rounds)
 	}
-	if harness.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "nftables set inet/"+table+"/pods has "+ip) {
+	if cnitest.CNICode(err) != types.ErrTryAgainLater || !strings.Contains(err.Error(), "nftables set inet/"+table+"/pods has "+ip) {
 		t.Fatalf("ADD with only decoys = %v, want code 11 naming the set: something else passed for the pod's element", err)
 	}
 	cni.DelNetworkList(context.Background(), list, rt)
@@ -372,7 +373,7 @@ add set ip %[1]s pods { type ipv4_addr; }`, table))
 // refused (code 7) with no query; "localhost" is dialled as 127.0.0.1 with
 // no query. A control run of getent proves that queries are recorded.
 func TestHTTPNeverResolvesNames(t *testing.T) {
-	netns := harness.NewNS(t)
+	netns := cnitest.NewNS(t)
 	var queries atomic.Int32
 	var conn net.PacketConn
 	err := netns.Do(func(ns.NetNS) error {
@@ -418,7 +419,7 @@ func TestHTTPNeverResolvesNames(t *testing.T) {
 	}
 	queries.Store(0)
 
-	n := harness.NewNet(t, "bridge.conflist", nil)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
 	for _, tc := range []struct {
 		name, url, verb string
 		wantCode        uint

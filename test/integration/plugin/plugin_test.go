@@ -22,6 +22,7 @@ import (
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // resultIPs lists the IPs of a printed CNI result.
@@ -53,9 +54,9 @@ func checkKinds(m *marker.Marker) []string {
 // TestBridgeLifecycle: bridge + host-local + netready (1.1.0) through the
 // real cnitool: ADD, CHECK, STATUS, DEL twice.
 func TestBridgeLifecycle(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	netns := harness.NewNS(t)
-	cid := harness.ContainerID(netns.Path())
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	netns := cnitest.NewNS(t)
+	cid := cnitest.ContainerID(netns.Path())
 
 	out, err := n.Add(netns.Path(), "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-0;K8S_POD_UID=uid-1")
 	if err != nil {
@@ -100,16 +101,16 @@ func TestBridgeLifecycle(t *testing.T) {
 	}
 	// containerd's second DEL comes without a netns.
 	conf := n.PluginConf(nil)
-	if _, e := harness.Invoke(t, "DEL", conf, "CNI_CONTAINERID="+cid, "CNI_IFNAME=eth0", "CNI_NETNS="); e != nil {
+	if _, e := cnitest.Invoke(t, "DEL", conf, "CNI_CONTAINERID="+cid, "CNI_IFNAME=eth0", "CNI_NETNS="); e != nil {
 		t.Errorf("DEL with empty CNI_NETNS: %v", e)
 	}
 }
 
 // TestPTPv031: a 0.3.1 conflist with ptp; the result comes back in 0.3.1.
 func TestPTPv031(t *testing.T) {
-	n := harness.NewNet(t, "ptp-v031.conflist", nil)
-	netns := harness.NewNS(t)
-	cid := harness.ContainerID(netns.Path())
+	n := cnitest.NewNet(t, "ptp-v031.conflist", nil)
+	netns := cnitest.NewNS(t)
+	cid := cnitest.ContainerID(netns.Path())
 	out, err := n.Add(netns.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -142,9 +143,9 @@ func TestPTPv031(t *testing.T) {
 // TestDualStackChecksEveryIP: IPv4 and IPv6 on one bridge; every check per IP, including
 // the IPv6 gateway, which answers only once the bridge's own DAD is done.
 func TestDualStackChecksEveryIP(t *testing.T) {
-	n := harness.NewNet(t, "dualstack.conflist", nil)
-	netns := harness.NewNS(t)
-	cid := harness.ContainerID(netns.Path())
+	n := cnitest.NewNet(t, "dualstack.conflist", nil)
+	netns := cnitest.NewNS(t)
+	cid := cnitest.ContainerID(netns.Path())
 	out, err := n.Add(netns.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -161,7 +162,7 @@ func TestDualStackChecksEveryIP(t *testing.T) {
 		t.Errorf("marker checks (-want +got):\n%s", diff)
 	}
 	// The pod's IPv6 address is really there and not tentative.
-	addrs := harness.MustRun(t, "ip", "-n", harness.NSName(netns), "-6", "addr", "show", "dev", "eth0")
+	addrs := harness.MustRun(t, "ip", "-n", cnitest.NSName(netns), "-6", "addr", "show", "dev", "eth0")
 	if !strings.Contains(addrs, v6) || strings.Contains(addrs, "tentative") {
 		t.Errorf("pod IPv6 state:\n%s", addrs)
 	}
@@ -174,8 +175,8 @@ func TestDualStackChecksEveryIP(t *testing.T) {
 // removed pod address.
 func TestCheckFailsWhenDatapathBreaks(t *testing.T) {
 	t.Run("route removed", func(t *testing.T) {
-		n := harness.NewNet(t, "bridge.conflist", nil)
-		netns := harness.NewNS(t)
+		n := cnitest.NewNet(t, "bridge.conflist", nil)
+		netns := cnitest.NewNS(t)
 		if _, err := n.Add(netns.Path()); err != nil {
 			t.Fatal(err)
 		}
@@ -186,17 +187,17 @@ func TestCheckFailsWhenDatapathBreaks(t *testing.T) {
 		}
 	})
 	t.Run("address removed", func(t *testing.T) {
-		n := harness.NewNet(t, "bridge.conflist", nil)
-		netns := harness.NewNS(t)
+		n := cnitest.NewNet(t, "bridge.conflist", nil)
+		netns := cnitest.NewNS(t)
 		out, err := n.Add(netns.Path())
 		if err != nil {
 			t.Fatal(err)
 		}
 		ip := resultIPs(t, out)[0]
-		harness.MustRun(t, "ip", "-n", harness.NSName(netns), "addr", "del", ip, "dev", "eth0")
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(netns), "addr", "del", ip, "dev", "eth0")
 		// bridge's own CHECK would notice first in a chain; ask netready
 		// alone, with the chain's result as prevResult.
-		_, e := harness.Invoke(t, "CHECK", n.PluginConf([]byte(out)), "CNI_CONTAINERID="+harness.ContainerID(netns.Path()),
+		_, e := cnitest.Invoke(t, "CHECK", n.PluginConf([]byte(out)), "CNI_CONTAINERID="+cnitest.ContainerID(netns.Path()),
 			"CNI_IFNAME=eth0", "CNI_NETNS="+netns.Path())
 		if e == nil || !strings.Contains(e.Msg, "check address "+strings.Split(ip, "/")[0]) {
 			t.Errorf("CHECK after address removal = %+v, want a failure naming the address check", e)
@@ -206,9 +207,9 @@ func TestCheckFailsWhenDatapathBreaks(t *testing.T) {
 
 // noGateway makes the bridge carry no IP: the host has no route to the pod
 // subnet until the test (standing in for an agent) programs it.
-func noGateway(timeout, onTimeout string) func(*harness.TestNet, map[string]any) {
-	return func(n *harness.TestNet, list map[string]any) {
-		for _, p := range harness.Plugins(list) {
+func noGateway(timeout, onTimeout string) func(*cnitest.TestNet, map[string]any) {
+	return func(n *cnitest.TestNet, list map[string]any) {
+		for _, p := range cnitest.Plugins(list) {
 			if p["type"] == "bridge" {
 				p["isGateway"] = false
 			}
@@ -222,9 +223,9 @@ func noGateway(timeout, onTimeout string) func(*harness.TestNet, map[string]any)
 // TestAddWaitsForRoute: ADD returns only after the route appears, 1 s after
 // ADD started, and the marker shows the wait.
 func TestAddWaitsForRoute(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", noGateway("20s", "fail"))
-	netns := harness.NewNS(t)
-	cid := harness.ContainerID(netns.Path())
+	n := cnitest.NewNet(t, "bridge.conflist", noGateway("20s", "fail"))
+	netns := cnitest.NewNS(t)
+	cid := cnitest.ContainerID(netns.Path())
 
 	type res struct {
 		out string
@@ -278,16 +279,16 @@ func TestAddWaitsForRoute(t *testing.T) {
 // "proceed".
 func TestAddGivesUpAtItsTimeout(t *testing.T) {
 	t.Run("fail", func(t *testing.T) {
-		n := harness.NewNet(t, "bridge.conflist", noGateway("1s", "fail"))
-		netns := harness.NewNS(t)
+		n := cnitest.NewNet(t, "bridge.conflist", noGateway("1s", "fail"))
+		netns := cnitest.NewNS(t)
 		cni, list := n.Libcni()
 		rt := &libcni.RuntimeConf{ContainerID: "timeout-fail", NetNS: netns.Path(), IfName: "eth0"}
 		t.Cleanup(func() { cni.DelNetworkList(context.Background(), list, rt) })
 		start := time.Now()
 		_, err := cni.AddNetworkList(context.Background(), list, rt)
 		elapsed := time.Since(start)
-		if harness.CNICode(err) != types.ErrTryAgainLater {
-			t.Fatalf("ADD = %v (code %d), want code 11", err, harness.CNICode(err))
+		if cnitest.CNICode(err) != types.ErrTryAgainLater {
+			t.Fatalf("ADD = %v (code %d), want code 11", err, cnitest.CNICode(err))
 		}
 		var cerr *types.Error
 		errors.As(err, &cerr)
@@ -308,9 +309,9 @@ func TestAddGivesUpAtItsTimeout(t *testing.T) {
 		}
 	})
 	t.Run("proceed", func(t *testing.T) {
-		n := harness.NewNet(t, "bridge.conflist", noGateway("1s", "proceed"))
-		netns := harness.NewNS(t)
-		cid := harness.ContainerID(netns.Path())
+		n := cnitest.NewNet(t, "bridge.conflist", noGateway("1s", "proceed"))
+		netns := cnitest.NewNS(t)
+		cid := cnitest.ContainerID(netns.Path())
 		if _, err := n.Add(netns.Path()); err != nil {
 			t.Fatalf("ADD with onTimeout proceed: %v", err)
 		}
@@ -340,12 +341,12 @@ func TestAddGivesUpAtItsTimeout(t *testing.T) {
 // TestGCRemovesOnlyThisNetworksOtherMarkers: GC through libcni with valid attachments removes only this
 // network's other markers.
 func TestGCRemovesOnlyThisNetworksOtherMarkers(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	other := harness.NewNet(t, "bridge.conflist", nil)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	other := cnitest.NewNet(t, "bridge.conflist", nil)
 	other.StateDir = n.StateDir
 	other.Netready()["stateDir"] = n.StateDir
 	other.Write()
-	keep, drop, foreign := harness.NewNS(t), harness.NewNS(t), harness.NewNS(t)
+	keep, drop, foreign := cnitest.NewNS(t), cnitest.NewNS(t), cnitest.NewNS(t)
 	for _, ns := range []string{keep.Path(), drop.Path()} {
 		if _, err := n.Add(ns); err != nil {
 			t.Fatal(err)
@@ -356,13 +357,13 @@ func TestGCRemovesOnlyThisNetworksOtherMarkers(t *testing.T) {
 	}
 	cni, list := n.Libcni()
 	err := cni.GCNetworkList(context.Background(), list, &libcni.GCArgs{
-		ValidAttachments: []types.GCAttachment{{ContainerID: harness.ContainerID(keep.Path()), IfName: "eth0"}},
+		ValidAttachments: []types.GCAttachment{{ContainerID: cnitest.ContainerID(keep.Path()), IfName: "eth0"}},
 	})
 	if err != nil {
 		t.Fatalf("GC: %v", err)
 	}
-	exists := func(n *harness.TestNet, ns string) bool {
-		_, err := os.Stat(n.MarkerPath(harness.ContainerID(ns), "eth0"))
+	exists := func(n *cnitest.TestNet, ns string) bool {
+		_, err := os.Stat(n.MarkerPath(cnitest.ContainerID(ns), "eth0"))
 		return err == nil
 	}
 	got := map[string]bool{"kept": exists(n, keep.Path()), "dropped": exists(n, drop.Path()), "other network": exists(other, foreign.Path())}
@@ -377,8 +378,8 @@ func TestGCRemovesOnlyThisNetworksOtherMarkers(t *testing.T) {
 // missing says nothing about which attachments live, so it removes no
 // marker; an explicit empty list removes them all.
 func TestGCWithoutAKeepListRemovesNoMarker(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	a, b := harness.NewNS(t), harness.NewNS(t)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	a, b := cnitest.NewNS(t), cnitest.NewNS(t)
 	for _, ns := range []string{a.Path(), b.Path()} {
 		if _, err := n.Add(ns); err != nil {
 			t.Fatal(err)
@@ -405,7 +406,7 @@ func TestGCWithoutAKeepListRemovesNoMarker(t *testing.T) {
 	json.Unmarshal(n.PluginConf(nil), &conf)
 	conf["cniVersion"] = "1.1.0"
 	stdin, _ := json.Marshal(conf)
-	if out, e := harness.Invoke(t, "GC", stdin, "CNI_PATH="+harness.PluginPath); e != nil {
+	if out, e := cnitest.Invoke(t, "GC", stdin, "CNI_PATH="+harness.PluginPath); e != nil {
 		t.Fatalf("GC with no keep-list key = %+v (%s), want success", e, out)
 	}
 	if got := count(); got != 2 {
@@ -422,7 +423,7 @@ func TestGCWithoutAKeepListRemovesNoMarker(t *testing.T) {
 // TestStatusFailsWhenTheStateFolderIsUnusable: STATUS succeeds when the state folder is usable and fails with
 // code 50 when it is not.
 func TestStatusFailsWhenTheStateFolderIsUnusable(t *testing.T) {
-	n := harness.NewNet(t, "bridge.conflist", nil)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
 	cni, list := n.Libcni()
 	if err := cni.GetStatusNetworkList(context.Background(), list); err != nil {
 		t.Fatalf("STATUS: %v", err)
@@ -435,6 +436,6 @@ func TestStatusFailsWhenTheStateFolderIsUnusable(t *testing.T) {
 	var cerr *types.Error
 	if !errors.As(err, &cerr) || cerr.Code != types.ErrPluginNotAvailable || !strings.HasPrefix(cerr.Msg, "netready: ") ||
 		!strings.Contains(err.Error(), "state directory") {
-		t.Errorf("STATUS with an unusable stateDir = %v (code %d), want code 50 naming the state directory", err, harness.CNICode(err))
+		t.Errorf("STATUS with an unusable stateDir = %v (code %d), want code 50 naming the state directory", err, cnitest.CNICode(err))
 	}
 }

@@ -15,10 +15,12 @@ import (
 
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // readNote is the network's .config-invalid note, "" when there is none.
-func readNote(t *testing.T, n *harness.TestNet) string {
+func readNote(t *testing.T, n *cnitest.TestNet) string {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join(n.StateDir, n.Name, notes.InvalidConfigFile))
 	if err != nil && !os.IsNotExist(err) {
@@ -40,24 +42,24 @@ func TestStatusNotesAnEntryItCannotCount(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		// edit sets the entry's status block (and the chain).
-		edit func(n *harness.TestNet, list map[string]any) map[string]any
+		edit func(n *cnitest.TestNet, list map[string]any) map[string]any
 		note string // in the note
 		add  string // in ADD's code 7; "" when ADD accepts the entry
 	}{
-		{"host-local without ranges", func(n *harness.TestNet, _ map[string]any) map[string]any {
+		{"host-local without ranges", func(n *cnitest.TestNet, _ map[string]any) map[string]any {
 			return map[string]any{"ipam": map[string]any{"type": "host-local"}}
 		}, `"ipam" (type "host-local"): "ranges" is required`, `"ranges" is required`},
-		{"ranges misspelt", func(n *harness.TestNet, _ map[string]any) map[string]any {
+		{"ranges misspelt", func(n *cnitest.TestNet, _ map[string]any) map[string]any {
 			return map[string]any{"ipam": map[string]any{"type": "host-local", "rnages": []any{[]any{map[string]any{"subnet": n.Subnet}}}}}
 		}, `unknown key "rnages": did you mean "ranges"?`, `"rnages"`},
-		{"auto on a chain whose host-local uses usePodCidr", func(n *harness.TestNet, list map[string]any) map[string]any {
-			ipam := harness.Plugins(list)[0]["ipam"].(map[string]any)
+		{"auto on a chain whose host-local uses usePodCidr", func(n *cnitest.TestNet, list map[string]any) map[string]any {
+			ipam := cnitest.Plugins(list)[0]["ipam"].(map[string]any)
 			ipam["ranges"] = []any{[]any{map[string]any{"subnet": "usePodCidr"}}}
 			return map[string]any{"ipam": "auto", "confDir": n.ConfDir}
 		}, `uses host-local with subnet "usePodCidr"`, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, list map[string]any) {
+			n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, list map[string]any) {
 				n.Netready()["checks"] = []any{}
 				st := tc.edit(n, list)
 				st["poolAction"] = "notready"
@@ -70,8 +72,8 @@ func TestStatusNotesAnEntryItCannotCount(t *testing.T) {
 			if !strings.Contains(note, tc.note) || !strings.Contains(note, "status") {
 				t.Fatalf("the note for the sidecar = %q, want it to say %q", note, tc.note)
 			}
-			prev := harness.PrevResult100(n.Prefix+"5/24", n.Prefix+"1", "/var/run/netns/x")
-			_, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=uncounted", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
+			prev := cnitest.PrevResult100(n.Prefix+"5/24", n.Prefix+"1", "/var/run/netns/x")
+			_, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=uncounted", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
 			if tc.add != "" {
 				if e == nil || e.Code != types.ErrInvalidNetworkConfig || !strings.Contains(e.Msg, tc.add) {
 					t.Errorf("ADD = %+v, want code 7 naming %s", e, tc.add)
@@ -103,15 +105,15 @@ func TestStatusNotesAnEntryItCannotCount(t *testing.T) {
 // "notready" on a chain whose host-local uses usePodCidr leaves
 // NetworkReady true, and the note for the sidecar.
 func TestContainerdStaysReadyForAPoolItCannotCount(t *testing.T) {
-	n := harness.NewNet(t, "containerd.conflist", func(n *harness.TestNet, list map[string]any) {
-		ipam := harness.Plugins(list)[0]["ipam"].(map[string]any)
+	n := cnitest.NewNet(t, "containerd.conflist", func(n *cnitest.TestNet, list map[string]any) {
+		ipam := cnitest.Plugins(list)[0]["ipam"].(map[string]any)
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": "usePodCidr"}}}
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready"}
 	})
-	bin := harness.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
+	bin := cnitest.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
 	harness.CopyFile(t, filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready"), 0o755)
-	c := harness.StartCRIWith(t, n.ConfDir, nil, bin)
+	c := runtimes.StartCRIWith(t, n.ConfDir, nil, bin)
 	harness.Eventually(t, "NetworkReady=true and STATUS's note of a pool it cannot count", func() (bool, string) {
 		ready, msg := c.NetworkReady() // a CRI Status call: containerd runs STATUS
 		note := readNote(t, n)
@@ -141,7 +143,7 @@ func TestCalicoIPAMSourceTakesCalicosKeys(t *testing.T) {
 		{"a boolean for assign_ipv6", map[string]any{"type": "calico-ipam", "assign_ipv6": true}, `"assign_ipv6" must be a string`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+			n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 				n.Netready()["checks"] = []any{}
 				n.Netready()["status"] = map[string]any{"ipam": tc.ipam, "poolAction": "notready"}
 			})
@@ -150,9 +152,9 @@ func TestCalicoIPAMSourceTakesCalicosKeys(t *testing.T) {
 			if err := os.WriteFile(file, entry, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			code, out := harness.Installer(t, "--validate", file)
-			prev := harness.PrevResult100(n.Prefix+"6/24", n.Prefix+"1", "/var/run/netns/x")
-			_, e := harness.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=calico-keys", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
+			code, out := cnitest.Installer(t, "--validate", file)
+			prev := cnitest.PrevResult100(n.Prefix+"6/24", n.Prefix+"1", "/var/run/netns/x")
+			_, e := cnitest.Invoke(t, "ADD", n.PluginConf(prev), "CNI_CONTAINERID=calico-keys", "CNI_IFNAME=eth0", "CNI_NETNS=/var/run/netns/x")
 			if tc.bad == "" {
 				if code != 0 || !strings.Contains(out, ": ok") {
 					t.Errorf("netready-install --validate = exit %d\n%s\nwant 0", code, out)

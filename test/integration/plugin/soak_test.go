@@ -23,6 +23,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestSoak: ADD/DEL/GC cycles through libcni, with ADDs killed (SIGKILL,
@@ -39,7 +40,7 @@ func TestSoak(t *testing.T) {
 	}
 	const workers = 4
 	agentDir := t.TempDir()
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "2s"
 		n.Netready()["checks"] = []any{
 			map[string]any{"kind": "address"}, map[string]any{"kind": "route"},
@@ -51,7 +52,7 @@ func TestSoak(t *testing.T) {
 
 	// The first netns makes /run/netns a shared mount; testutils races if
 	// concurrent first calls both do that.
-	harness.NewNS(t)
+	cnitest.NewNS(t)
 	fdsBefore := countFDs(t)
 	linksBefore := linkNames(t)
 	netnsBefore := netnsCount()
@@ -135,7 +136,7 @@ func TestSoak(t *testing.T) {
 				mu.Unlock()
 				os.Remove(filepath.Join(agentDir, cid))
 				netns.Close()
-				if err := harness.UnmountNS(netns); err != nil {
+				if err := cnitest.UnmountNS(netns); err != nil {
 					t.Errorf("unmount netns: %v", err)
 				}
 			}
@@ -198,7 +199,7 @@ func TestSoak(t *testing.T) {
 
 // readAllMarkers reads every marker of the network and returns how many
 // did not parse.
-func readAllMarkers(n *harness.TestNet) int {
+func readAllMarkers(n *cnitest.TestNet) int {
 	bad := 0
 	entries, _ := os.ReadDir(filepath.Join(n.StateDir, n.Name))
 	for _, e := range entries {

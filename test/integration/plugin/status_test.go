@@ -23,13 +23,15 @@ import (
 
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // waitPoolCountKept calls STATUS, as a runtime does every few seconds,
 // until it keeps its pool count in stateDir: once the pool folder has been
 // unchanged for a few clock ticks (two seconds on a file system that keeps
 // whole seconds).
-func waitPoolCountKept(t *testing.T, n *harness.TestNet) {
+func waitPoolCountKept(t *testing.T, n *cnitest.TestNet) {
 	t.Helper()
 	kept := pool.CachePath(n.Netready()["stateDir"].(string), n.Name)
 	for end := time.Now().Add(10 * time.Second); time.Now().Before(end); time.Sleep(200 * time.Millisecond) {
@@ -59,8 +61,8 @@ func TestStatusTellsTheTruthAboutPoolAndAgents(t *testing.T) {
 		}
 	}))
 	defer agent.Close()
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, list map[string]any) {
-		ipam := harness.Plugins(list)[0]["ipam"].(map[string]any)
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, list map[string]any) {
+		ipam := cnitest.Plugins(list)[0]["ipam"].(map[string]any)
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{
@@ -79,7 +81,7 @@ func TestStatusTellsTheTruthAboutPoolAndAgents(t *testing.T) {
 		if i == 4 {
 			waitPoolCountKept(t, n)
 		}
-		ns := harness.NewNS(t)
+		ns := cnitest.NewNS(t)
 		if _, err := n.Add(ns.Path()); err != nil {
 			t.Fatalf("ADD %d: %v", i+1, err)
 		}
@@ -92,7 +94,7 @@ func TestStatusTellsTheTruthAboutPoolAndAgents(t *testing.T) {
 		t.Errorf("STATUS with the pool full = %+v, want code 50 %q", e, want)
 	}
 	t.Logf("STATUS with a full pool answered in %s", took)
-	sixth := harness.NewNS(t)
+	sixth := cnitest.NewNS(t)
 	if _, err := n.Add(sixth.Path()); err == nil || !strings.Contains(err.Error(), "no IP addresses available") {
 		t.Errorf("6th ADD = %v, want host-local's exhaustion", err)
 	}
@@ -134,30 +136,30 @@ func TestStatusTellsTheTruthAboutPoolAndAgents(t *testing.T) {
 // a count kept for the folder as it now is, without any STATUS call; STATUS
 // answers from it, and its answers stay true as the pool fills and frees.
 func TestStatusReadsTheSidecarsCount(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+	a := kube.StartAPIServer(t)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kube.SidecarNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	n := harness.NewNet(t, "bridge.conflist", func(n *harness.TestNet, list map[string]any) {
-		ipam := harness.Plugins(list)[0]["ipam"].(map[string]any)
+	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, list map[string]any) {
+		ipam := cnitest.Plugins(list)[0]["ipam"].(map[string]any)
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{"ipam": "auto", "confDir": n.ConfDir, "poolAction": "notready"}
 	})
 	// No resync: the allocations' inotify events alone must drive it.
-	harness.StartSidecar(t, a, n.StateDir, harness.SidecarNode, "--cni-conf-dir", n.ConfDir, "--pool-resync", "1h")
+	kube.StartSidecar(t, a, n.StateDir, kube.SidecarNode, "--cni-conf-dir", n.ConfDir, "--pool-resync", "1h")
 	kept := pool.CachePath(n.StateDir, n.Name)
 	waitKept := func(used int64) {
 		t.Helper()
 		harness.Within(t, fmt.Sprintf("the sidecar kept %d in use for the folder as it is now", used), 10*time.Second, func() bool {
 			info, err := os.Stat(n.IPAMDir)
-			c, ok := harness.ReadKeptCount(kept)
+			c, ok := cnitest.ReadKeptCount(kept)
 			return err == nil && ok && c.MtimeNs == info.ModTime().UnixNano() && slices.Equal(c.Used, []int64{used})
 		})
 	}
 	var nss []string
 	for i := 1; i <= 4; i++ {
-		ns := harness.NewNS(t)
+		ns := cnitest.NewNS(t)
 		if _, err := n.Add(ns.Path()); err != nil {
 			t.Fatalf("ADD %d: %v", i, err)
 		}
@@ -185,7 +187,7 @@ func TestStatusReadsTheSidecarsCount(t *testing.T) {
 	if e, _ := n.Status(t); e == nil || e.Msg != full {
 		t.Fatalf("STATUS with a kept count of 5 = %+v, want %q: it did not read the sidecar's count", e, full)
 	}
-	ns := harness.NewNS(t)
+	ns := cnitest.NewNS(t)
 	if _, err := n.Add(ns.Path()); err != nil {
 		t.Fatalf("ADD 5: %v", err)
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
 )
 
 // TestImageHoldsWhatTheDaemonSetNeeds unpacks the archive `make image` wrote and checks what the
@@ -59,7 +60,7 @@ func TestImageHoldsWhatTheDaemonSetNeeds(t *testing.T) {
 		}
 	}
 	chain := "NR-" + harness.RandomHex(3)
-	harness.IPTablesChain(t, chain)
+	cnitest.IPTablesChain(t, chain)
 	harness.MustRun(t, "iptables", "-w", "5", "-A", chain, "-s", "10.200.1.5/32", "-m", "comment", "--comment", "pod default/web-1", "-j", "ACCEPT")
 	out, err := exec.Command("chroot", rootfs, "/usr/sbin/iptables", "-w", "5", "-S", chain).CombinedOutput()
 	if err != nil || !strings.Contains(string(out), `-s 10.200.1.5/32 -m comment --comment "pod default/web-1" -j ACCEPT`) {

@@ -14,13 +14,15 @@ import (
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // startCRI starts containerd and imports the pause image. Cleanup removes
 // every pod, stops containerd and unmounts what it left.
-func startCRI(t *testing.T, confDir string, binDirs ...string) *harness.CRI {
+func startCRI(t *testing.T, confDir string, binDirs ...string) *runtimes.CRI {
 	t.Helper()
-	return harness.StartCRIWith(t, confDir, nil, binDirs...)
+	return runtimes.StartCRIWith(t, confDir, nil, binDirs...)
 }
 
 // TestContainerdHoldsRunpUntilTheAgentPrograms: under a real containerd, with netready chained in by
@@ -30,8 +32,8 @@ func startCRI(t *testing.T, confDir string, binDirs ...string) *harness.CRI {
 // an address makes it ready again; stopp and rmp leave no marker.
 func TestContainerdHoldsRunpUntilTheAgentPrograms(t *testing.T) {
 	const delay = 1500 * time.Millisecond
-	n, agent := harness.NewAgentNet(t, "containerd.conflist", delay, func(n *harness.TestNet, list map[string]any) {
-		ipam := harness.Plugins(list)[0]["ipam"].(map[string]any)
+	n, agent := cnitest.NewAgentNet(t, "containerd.conflist", delay, func(n *cnitest.TestNet, list map[string]any) {
+		ipam := cnitest.Plugins(list)[0]["ipam"].(map[string]any)
 		ipam["ranges"] = []any{[]any{map[string]any{"subnet": n.Prefix + "0/29"}}}
 		n.Netready()["status"].(map[string]any)["confDir"] = n.ConfDir
 	})
@@ -39,8 +41,8 @@ func TestContainerdHoldsRunpUntilTheAgentPrograms(t *testing.T) {
 	// netready-install chains it in and copies the plugin, as the
 	// DaemonSet does.
 	entry := n.ShipWithoutNetready()
-	bin := harness.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
-	harness.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", string(entry))
+	bin := cnitest.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
+	cnitest.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", string(entry))
 	c := startCRI(t, n.ConfDir, bin)
 
 	if ok, msg := c.NetworkReady(); !ok {

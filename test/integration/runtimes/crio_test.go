@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // verbLines are the plugin's log lines of verb for container id.
@@ -34,15 +37,15 @@ func verbLines(log, verb, id string) []string {
 func TestCRIOTakesEveryPathThroughNetready(t *testing.T) {
 	const delay = 1500 * time.Millisecond
 	heartbeat := filepath.Join(t.TempDir(), "heartbeat")
-	n, agent := harness.NewAgentNet(t, "crio.conflist", delay, func(n *harness.TestNet, list map[string]any) {
+	n, agent := cnitest.NewAgentNet(t, "crio.conflist", delay, func(n *cnitest.TestNet, list map[string]any) {
 		n.Netready()["status"].(map[string]any)["agents"].([]any)[0].(map[string]any)["path"] = heartbeat
 		// The stale heartbeat below must fail STATUS at once.
 		n.Netready()["status"].(map[string]any)["failAfter"] = "0s"
 	})
-	hb := harness.StartHeartbeat(t, heartbeat)
+	hb := kube.StartHeartbeat(t, heartbeat)
 	entry := n.ShipWithoutNetready()
-	bin := harness.PluginDir(t, "bridge", "host-local", "loopback")
-	harness.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", string(entry))
+	bin := cnitest.PluginDir(t, "bridge", "host-local", "loopback")
+	cnitest.RunInstaller(t, "--conf-dir", n.ConfDir, "--bin-dir", bin, "--plugin-binary", filepath.Join(harness.BinDir, "netready"), "--config", string(entry))
 	// bridge's CHECK compares the bridge's MAC with the one ADD saw; a
 	// bridge without a fixed MAC takes its lowest port's, which changes as
 	// pods come and go. Real bridge-based plugins pin it the same way.
@@ -51,7 +54,7 @@ func TestCRIOTakesEveryPathThroughNetready(t *testing.T) {
 			t.Fatalf("ip %v: %v %s", args, err, out)
 		}
 	}
-	c := harness.StartCRIO(t, n.ConfDir, bin, n.Name)
+	c := runtimes.StartCRIO(t, n.ConfDir, bin, n.Name)
 	// CRI-O polls STATUS every 500 ms until it first succeeds.
 	harness.Eventually(t, "NetworkReady=true at start with a fresh heartbeat", func() (bool, string) { return c.NetworkReady() })
 	var web0, web1 string
@@ -142,7 +145,7 @@ func TestCRIOTakesEveryPathThroughNetready(t *testing.T) {
 		for _, p := range harness.ProcsMentioning(web1) {
 			syscall.Kill(p, syscall.SIGKILL)
 		}
-		if err := os.Remove(filepath.Join(harness.CRIORoot, "storage", "vfs-containers", web1, "userdata", "config.json")); err != nil {
+		if err := os.Remove(filepath.Join(runtimes.CRIORoot, "storage", "vfs-containers", web1, "userdata", "config.json")); err != nil {
 			t.Fatal(err)
 		}
 		os.Remove(filepath.Join("/var/lib/cni/results", n.Name+"-"+web1+"-eth0"))

@@ -14,6 +14,8 @@ import (
 
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/runtimes"
 )
 
 // loopbackAgent is an agent's health endpoint on loopback that can be
@@ -53,7 +55,7 @@ func (a *loopbackAgent) start() {
 
 // holdsReady polls NetworkReady for d and fails the test at its first
 // false: what a NotReady node would have cost every pod on it.
-func holdsReady(t *testing.T, c *harness.CRI, what string, d time.Duration) {
+func holdsReady(t *testing.T, c *runtimes.CRI, what string, d time.Duration) {
 	t.Helper()
 	for start := time.Now(); time.Since(start) < d; time.Sleep(500 * time.Millisecond) {
 		if ok, msg := c.NetworkReady(); !ok {
@@ -71,11 +73,11 @@ func holdsReady(t *testing.T, c *harness.CRI, what string, d time.Duration) {
 // An outage longer than failAfter does fail STATUS, saying for how long.
 func TestNodeStaysReadyForABlipOrATypo(t *testing.T) {
 	agent := newLoopbackAgent(t)
-	n := harness.NewNet(t, "containerd.conflist", func(n *harness.TestNet, list map[string]any) {
+	n := cnitest.NewNet(t, "containerd.conflist", func(n *cnitest.TestNet, list map[string]any) {
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}}
 		n.Netready()["status"] = map[string]any{"agents": []any{map[string]any{"kind": "http", "url": "http://" + agent.addr + "/healthz"}}}
 	})
-	bin := harness.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
+	bin := cnitest.PluginDir(t, "bridge", "host-local", "loopback", "portmap")
 	if err := os.Link(filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready")); err != nil {
 		data, _ := os.ReadFile(filepath.Join(harness.BinDir, "netready"))
 		os.WriteFile(filepath.Join(bin, "netready"), data, 0o755)

@@ -12,16 +12,17 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/netready/netready/pkg/calicoipam"
-	"github.com/netready/netready/pkg/calicoipam/calicotest"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/pool/calico"
+	"github.com/netready/netready/pkg/pool/calico/calicotest"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // applyCalicoCRDs declares Calico's four IPAM kinds on a
 // (test/fixtures/calico/crds.yaml) and waits until they are served.
-func applyCalicoCRDs(t testing.TB, a *harness.APIServer) {
+func applyCalicoCRDs(t testing.TB, a *kube.APIServer) {
 	t.Helper()
 	for _, args := range [][]string{
 		{"apply", "-f", harness.RepoPath("test", "fixtures", "calico", "crds.yaml")},
@@ -34,7 +35,7 @@ func applyCalicoCRDs(t testing.TB, a *harness.APIServer) {
 }
 
 // applyCalicoRBAC applies what deploy/components/calico grants the sidecar.
-func applyCalicoRBAC(t testing.TB, a *harness.APIServer) {
+func applyCalicoRBAC(t testing.TB, a *kube.APIServer) {
 	t.Helper()
 	if out, err := a.KubectlRun("apply", "-f", harness.RepoPath("deploy", "components", "calico", "rbac.yaml")); err != nil {
 		t.Fatalf("apply deploy/components/calico/rbac.yaml: %v\n%s", err, out)
@@ -43,7 +44,7 @@ func applyCalicoRBAC(t testing.TB, a *harness.APIServer) {
 
 // countUntil polls the watcher until ok holds, for up to a minute, and
 // returns the last count.
-func countUntil(t *testing.T, w *calicoipam.Watcher, what string, ok func(pool.Count) bool) pool.Count {
+func countUntil(t *testing.T, w *calico.Watcher, what string, ok func(pool.Count) bool) pool.Count {
 	t.Helper()
 	var c pool.Count
 	for start := time.Now(); time.Since(start) < time.Minute; time.Sleep(100 * time.Millisecond) {
@@ -63,7 +64,7 @@ func countUntil(t *testing.T, w *calicoipam.Watcher, what string, ok func(pool.C
 // borrowing from other nodes' blocks (strictAffinity off, and not on),
 // and released addresses in their cooldown.
 func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	applyCalicoCRDs(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -73,7 +74,7 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(harness.AdminToken))}
+	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(kube.AdminToken))}
 	must := func(err error) {
 		t.Helper()
 		if err != nil {
@@ -95,7 +96,7 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 
 	// As the sidecar: without the component's RBAC it cannot tell, and
 	// says what to add.
-	w := calicoipam.New(calicoipam.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: "n1"})
+	w := calico.New(calico.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: "n1"})
 	go w.Run(ctx)
 	c := countUntil(t, w, "forbidden without deploy/components/calico", func(c pool.Count) bool { return strings.Contains(c.Unknown, "deploy/components/calico") })
 	if c.Exhausted(1) != nil {
@@ -157,7 +158,7 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 		t.Errorf("strictAffinity on: want exhausted; got %+v", c)
 	}
 	assign(b2, "n2", 6)
-	c = countUntil(t, w, "every block full", func(c pool.Count) bool { return strings.Contains(c.Said, calicoipam.ClusterFull) })
+	c = countUntil(t, w, "every block full", func(c pool.Count) bool { return strings.Contains(c.Said, calico.ClusterFull) })
 	if c.Exhausted(1) == nil {
 		t.Errorf("every block full: want exhausted; got %+v", c)
 	}
@@ -171,7 +172,7 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 	}
 	must(admin.Release(ctx, b1, 2, false))
 	c = countUntil(t, w, "2 free", func(c pool.Count) bool { return free(c) == 2 })
-	if c.Exhausted(1) != nil || c.Exhausted(3) == nil || strings.Contains(c.Said, calicoipam.ClusterFull) {
+	if c.Exhausted(1) != nil || c.Exhausted(3) == nil || strings.Contains(c.Said, calico.ClusterFull) {
 		t.Errorf("2 free, 3 cooling: want not exhausted at minFree 1, exhausted at 3; got %+v", c)
 	}
 	if !strings.Contains(c.Said, "IPv4: 2 of 32 free in 2 affine blocks (3 cooling down)") {
@@ -187,7 +188,7 @@ func TestCalicoIPAMCountsByCalicoRules(t *testing.T) {
 // which no nodeSelector gives the node: only with the key copied is there
 // a pool to count.
 func TestCalicoIPAMTaintsTheNode(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	applyCalicoCRDs(t, a)
 	applyCalicoRBAC(t, a)
 	ctx := context.Background()
@@ -195,7 +196,7 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(harness.AdminToken))}
+	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(kube.AdminToken))}
 	for _, err := range []error{
 		admin.SetPool(ctx, calicotest.Pool{Name: "pool", CIDR: "10.40.0.0/24", BlockSize: 28, NodeSelector: "!all()"}),
 		admin.SetConfig(ctx, calicotest.Config{StrictAffinity: true, AutoAllocateBlocks: true, MaxBlocksPerHost: 1}),
@@ -210,21 +211,21 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 	}
 	confDir := t.TempDir()
 	writeNetwork(t, confDir, "10-k8s-pod-network.conflist", "k8s-pod-network", `{"type":"calico-ipam","assign_ipv4":"true","ipv4_pools":["pool"]}`, `{"ipam":"auto","minFree":2}`)
-	_, _, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "2s")
+	_, _, stop := kube.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "2s")
 	defer stop()
 
-	never(t, "tainted with 6 of 16 free", 5*time.Second, func() bool { return !taint.Has(a.Node(t, node)) })
+	never(t, "tainted with 6 of 16 free", 5*time.Second, func() bool { return !nodewriter.Has(a.Node(t, node)) })
 	if _, err := admin.Assign(ctx, block, node, 5); err != nil {
 		t.Fatal(err)
 	}
-	harness.Within(t, "the taint once 1 of 16 is free at the block limit", time.Minute, func() bool { return taint.Has(a.Node(t, node)) })
-	if c := taint.Current(a.Node(t, node)); c == nil || !strings.Contains(c.Message, "k8s-pod-network (calico-ipam): 15 of 16 addresses in use") {
+	harness.Within(t, "the taint once 1 of 16 is free at the block limit", time.Minute, func() bool { return nodewriter.Has(a.Node(t, node)) })
+	if c := nodewriter.Current(a.Node(t, node)); c == nil || !strings.Contains(c.Message, "k8s-pod-network (calico-ipam): 15 of 16 addresses in use") {
 		t.Errorf("condition = %+v, want calico-ipam's count of the node's block", c)
 	}
 	if err := admin.Release(ctx, block, 8, false); err != nil {
 		t.Fatal(err)
 	}
-	harness.Within(t, "the taint gone once 9 are free", time.Minute, func() bool { return !taint.Has(a.Node(t, node)) })
+	harness.Within(t, "the taint gone once 9 are free", time.Minute, func() bool { return !nodewriter.Has(a.Node(t, node)) })
 }
 
 // TestCalicoIPAMStaleWhileTheAPIServerIsDown: the watcher, synced on a
@@ -234,7 +235,7 @@ func TestCalicoIPAMTaintsTheNode(t *testing.T) {
 // that verdict now, and STATUS trust it). Once the API server is back it
 // counts again.
 func TestCalicoIPAMStaleWhileTheAPIServerIsDown(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	applyCalicoCRDs(t, a)
 	applyCalicoRBAC(t, a)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -243,7 +244,7 @@ func TestCalicoIPAMStaleWhileTheAPIServerIsDown(t *testing.T) {
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(harness.AdminToken))}
+	admin := calicotest.Writer{Dynamic: dynamic.NewForConfigOrDie(a.Config(kube.AdminToken))}
 	for _, err := range []error{
 		admin.SetPool(ctx, calicotest.Pool{Name: "pool", CIDR: "10.50.0.0/24", BlockSize: 28}),
 		admin.SetConfig(ctx, calicotest.Config{StrictAffinity: true, AutoAllocateBlocks: true, MaxBlocksPerHost: 1}),
@@ -257,7 +258,7 @@ func TestCalicoIPAMStaleWhileTheAPIServerIsDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	const stale = 5 * time.Second
-	w := calicoipam.New(calicoipam.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: node, StaleAfter: stale})
+	w := calico.New(calico.Options{Dynamic: dynamic.NewForConfigOrDie(a.AgentConfig), Node: node, StaleAfter: stale})
 	go w.Run(ctx)
 	countUntil(t, w, "16 of 16 counted", func(c pool.Count) bool { r, ok := c.Tightest(); return c.Unknown == "" && ok && r.Used == 16 })
 

@@ -19,8 +19,10 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // ciliumHealthz stands in for cilium-agent's GET /v1/healthz on a unix
@@ -56,7 +58,7 @@ func ciliumHealthz(t *testing.T, sock string) *atomic.Value {
 // and one NetreadyPoolUnknown Event names the cause; once the agent says
 // 5 of 14 the taint goes. A 503 while untainted adds no taint.
 func TestCantTellHoldsTheTaint(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
 	const node = "node-held"
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}, metav1.CreateOptions{}); err != nil {
@@ -70,12 +72,12 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(confDir, "05-cilium.conflist"), []byte(conf), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	tw := harness.WatchTaint(t, a.Admin, node)
+	tw := kube.WatchTaint(t, a.Admin, node)
 	// No resync during the test: the held message is written when the
 	// pool begins to hold, not at the next full round.
-	_, logs, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "1h")
+	_, logs, stop := kube.StartSidecarProc(t, a.AgentKubeconfig, t.TempDir(), node, "--cni-conf-dir", confDir, "--pool-resync", "1h")
 	defer stop()
-	condition := func() *corev1.NodeCondition { return taint.Current(a.Node(t, node)) }
+	condition := func() *corev1.NodeCondition { return nodewriter.Current(a.Node(t, node)) }
 	unknownEvents := func() []string {
 		evs, err := a.Admin.EventsV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -90,7 +92,7 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 		return out
 	}
 	status := func() string {
-		out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), "--kubeconfig", a.Kubeconfig("admin", harness.AdminToken), "status").CombinedOutput()
+		out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), "--kubeconfig", a.Kubeconfig("admin", kube.AdminToken), "status").CombinedOutput()
 		if err != nil {
 			t.Logf("kubectl netready status: %v", err)
 		}
@@ -105,7 +107,7 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 		agent.Store("")
 		began := time.Now()
 		// 12 s: more than the 7 s of an agent's restart, two polls.
-		never(t, "the taint was lifted while the agent answered 503", 12*time.Second, func() bool { return taint.Has(a.Node(t, node)) })
+		never(t, "the taint was lifted while the agent answered 503", 12*time.Second, func() bool { return nodewriter.Has(a.Node(t, node)) })
 		harness.Within(t, "the condition saying held", 5*time.Second, func() bool {
 			c := condition()
 			return c != nil && strings.Contains(c.Message, "held: can't tell since ")
@@ -114,11 +116,11 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 			t.Errorf("the taint went and came back while the agent answered 503")
 		}
 		c := condition()
-		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != taint.ReasonExhausted ||
-			!strings.Contains(c.Message, "503 Service Unavailable") || !strings.Contains(c.Message, taint.HeldExhaustedMark) {
+		if c == nil || c.Status != corev1.ConditionTrue || c.Reason != nodewriter.ReasonExhausted ||
+			!strings.Contains(c.Message, "503 Service Unavailable") || !strings.Contains(c.Message, pool.HeldExhaustedMark) {
 			t.Errorf("condition = %+v, want True, naming the 503 and the last verdict\n%s", c, logs.String())
 		}
-		if pools := taint.ParsePools(c.Message); len(pools) != 1 || pools[0].Since.Before(began.Add(-time.Second).Truncate(time.Second)) || pools[0].Since.After(time.Now()) {
+		if pools := pool.ParseLine(c.Message); len(pools) != 1 || pools[0].Since.Before(began.Add(-time.Second).Truncate(time.Second)) || pools[0].Since.After(time.Now()) {
 			t.Errorf("pools = %+v, want one held since the 503s began (%s)", pools, began.UTC().Format(time.RFC3339))
 		}
 		if out := status(); !held.MatchString(out) {
@@ -132,7 +134,7 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 
 	t.Run("room lifts the taint", func(t *testing.T) {
 		agent.Store("IPv4: 5/14 allocated from 10.200.95.0/28, ")
-		harness.Within(t, "the taint lifted at 5 of 14", 20*time.Second, func() bool { return !taint.Has(a.Node(t, node)) })
+		harness.Within(t, "the taint lifted at 5 of 14", 20*time.Second, func() bool { return !nodewriter.Has(a.Node(t, node)) })
 		harness.Within(t, "a False condition counting 5 of 14", 10*time.Second, func() bool {
 			c := condition()
 			return c != nil && c.Status == corev1.ConditionFalse && strings.Contains(c.Message, "5 of 14 addresses in use") && !strings.Contains(c.Message, "held")
@@ -145,8 +147,8 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 			c := condition()
 			return c != nil && strings.Contains(c.Message, "held: can't tell since ")
 		})
-		never(t, "the node was tainted while the agent answered 503", 7*time.Second, func() bool { return !taint.Has(a.Node(t, node)) })
-		if c := condition(); c == nil || c.Status != corev1.ConditionFalse || strings.Contains(c.Message, taint.HeldExhaustedMark) {
+		never(t, "the node was tainted while the agent answered 503", 7*time.Second, func() bool { return !nodewriter.Has(a.Node(t, node)) })
+		if c := condition(); c == nil || c.Status != corev1.ConditionFalse || strings.Contains(c.Message, pool.HeldExhaustedMark) {
 			t.Errorf("condition = %+v, want False, held at room", c)
 		}
 		if evs := unknownEvents(); len(evs) != 2 {

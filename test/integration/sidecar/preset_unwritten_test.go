@@ -17,6 +17,8 @@ import (
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestCalicoPresetNotWriting: with the calico preset on a node whose Felix
@@ -27,24 +29,24 @@ import (
 // on the Node with netready_preset_not_writing 1, and in `kubectl netready
 // explain`.
 func TestCalicoPresetNotWriting(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	felix := filepath.Join(t.TempDir(), "calico", "endpoint-status") // never created
-	n := harness.NewNet(t, "calico-style.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "calico-style.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "1s"
 		n.Netready()["onTimeout"] = "proceed"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "file", "preset": "calico", "path": felix}}
 	})
-	listen, _ := harness.StartSidecar(t, a, n.StateDir, harness.SidecarNode)
-	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+	listen, _ := kube.StartSidecar(t, a, n.StateDir, kube.SidecarNode)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kube.SidecarNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	pod := a.NewPod("felix-0", harness.SidecarNode)
-	netns := harness.NewNS(t)
+	pod := a.NewPod("felix-0", kube.SidecarNode)
+	netns := cnitest.NewNS(t)
 	if _, err := n.Add(netns.Path(), "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=felix-0;K8S_POD_UID="+string(pod.UID)); err != nil {
 		t.Fatal(err)
 	}
 	want := "calico preset: " + felix + " does not exist; set endpointStatusPathPrefix in FelixConfiguration"
-	c := harness.WaitCondition(t, a, "felix-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
+	c := kube.WaitCondition(t, a, "felix-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && strings.Contains(c.Message, want)
 	})
 	t.Logf("condition: %s", c.Message)
@@ -64,11 +66,11 @@ func TestCalicoPresetNotWriting(t *testing.T) {
 	if len(events) != 1 || !strings.Contains(events[0], want) {
 		t.Errorf("Node Events NetreadyPresetNotWriting = %q, want one naming %q", events, want)
 	}
-	if got := harness.SumSeries(harness.MetricsText(t, listen), "netready_preset_not_writing", `network="`+n.Name+`"`); got != 1 {
+	if got := kube.SumSeries(kube.MetricsText(t, listen), "netready_preset_not_writing", `network="`+n.Name+`"`); got != 1 {
 		t.Errorf("netready_preset_not_writing = %d, want 1", got)
 	}
 
-	kc := a.Kubeconfig("admin", harness.AdminToken)
+	kc := a.Kubeconfig("admin", kube.AdminToken)
 	out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), "--kubeconfig", kc, "explain", "felix-0").CombinedOutput()
 	if code := exitCode(err); code != 1 || !strings.Contains(string(out), "endpointStatusPathPrefix") {
 		t.Errorf("kubectl netready explain felix-0: exit %d, want 1 naming endpointStatusPathPrefix:\n%s", code, out)
@@ -78,8 +80,8 @@ func TestCalicoPresetNotWriting(t *testing.T) {
 	}
 	out, err = exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), "--kubeconfig", kc, "status").CombinedOutput()
 	// Exit 1: a warning is a problem status names.
-	if exitCode(err) != 1 || !strings.Contains(string(out), harness.SidecarNode+": NetreadyPresetNotWriting") || !strings.Contains(string(out), want) {
-		t.Errorf("kubectl netready status: %v, want exit 1 and a line for %s naming %q:\n%s", err, harness.SidecarNode, want, out)
+	if exitCode(err) != 1 || !strings.Contains(string(out), kube.SidecarNode+": NetreadyPresetNotWriting") || !strings.Contains(string(out), want) {
+		t.Errorf("kubectl netready status: %v, want exit 1 and a line for %s naming %q:\n%s", err, kube.SidecarNode, want, out)
 	}
 }
 
@@ -104,23 +106,23 @@ func exitCode(err error) int {
 // Felix's folder goes away and the sidecar restarts, with the pod that
 // proved it gone, a new pod's pending marker is never given up on.
 func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	felix := filepath.Join(t.TempDir(), "calico", "endpoint-status") // not there yet
-	n := harness.NewNet(t, "calico-style.conflist", func(n *harness.TestNet, _ map[string]any) {
+	n := cnitest.NewNet(t, "calico-style.conflist", func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "1s"
 		n.Netready()["onTimeout"] = "proceed"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "file", "preset": "calico", "path": felix}}
 	})
 	const hold = 10 * time.Second
 	flags := []string{"--not-in-effect-hold-max", hold.String(), "--unobserved", "ready"}
-	_, _, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, flags...)
-	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: harness.SidecarNode}}, metav1.CreateOptions{}); err != nil {
+	_, _, stop := kube.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, kube.SidecarNode, flags...)
+	if _, err := a.Admin.CoreV1().Nodes().Create(context.Background(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: kube.SidecarNode}}, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	add := func(name string) (*corev1.Pod, func()) {
 		t.Helper()
-		pod := a.NewPod(name, harness.SidecarNode)
-		netns := harness.NewNS(t)
+		pod := a.NewPod(name, kube.SidecarNode)
+		netns := cnitest.NewNS(t)
 		args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=" + name + ";K8S_POD_UID=" + string(pod.UID)
 		if _, err := n.Add(netns.Path(), args); err != nil {
 			t.Fatal(err)
@@ -135,10 +137,10 @@ func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
 
 	began := time.Now()
 	silent, _ := add("silent-0")
-	harness.WaitCondition(t, a, "silent-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
+	kube.WaitCondition(t, a, "silent-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, notWriting)
 	})
-	c := harness.WaitCondition(t, a, "silent-0", hold+20*time.Second, "judged as not observed", func(c *corev1.PodCondition) bool {
+	c := kube.WaitCondition(t, a, "silent-0", hold+20*time.Second, "judged as not observed", func(c *corev1.PodCondition) bool {
 		return c.Reason == publish.ReasonNotObserved
 	})
 	if took := time.Since(began); c.Status != corev1.ConditionTrue || !strings.Contains(c.Message, "netready is not in effect on this node") ||
@@ -147,7 +149,7 @@ func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
 	}
 	var released, all []string
 	for start := time.Now(); time.Since(start) < 10*time.Second && len(released) == 0; time.Sleep(200 * time.Millisecond) {
-		released, all = nil, harness.EventsFor(t, a, silent)
+		released, all = nil, kube.EventsFor(t, a, silent)
 		for _, e := range all {
 			if strings.HasPrefix(e, "Warning NotObserved: ") && strings.Contains(e, "not in effect") && strings.Contains(e, "endpointStatusPathPrefix") {
 				released = append(released, e)
@@ -164,16 +166,16 @@ func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, del := add("proof-0")
-	harness.WaitCondition(t, a, "proof-0", 15*time.Second, "False, waiting for the file", func(c *corev1.PodCondition) bool {
+	kube.WaitCondition(t, a, "proof-0", 15*time.Second, "False, waiting for the file", func(c *corev1.PodCondition) bool {
 		return c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, "file does not exist (yet)")
 	})
 	if err := os.WriteFile(filepath.Join(felix, checks.CalicoStatusFileName("default", "proof-0", "eth0")), []byte("{}"), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	harness.WaitCondition(t, a, "proof-0", 30*time.Second, "True once Felix wrote", func(c *corev1.PodCondition) bool {
+	kube.WaitCondition(t, a, "proof-0", 30*time.Second, "True once Felix wrote", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonProgrammed
 	})
-	harness.Stays(t, a, "silent-0", time.Second, "the pod judged before keeps its condition", func(c *corev1.PodCondition) bool {
+	kube.Stays(t, a, "silent-0", time.Second, "the pod judged before keeps its condition", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonNotObserved
 	})
 
@@ -185,13 +187,13 @@ func TestPresetThatNeverWroteIsNotInEffect(t *testing.T) {
 	if err := os.RemoveAll(felix); err != nil {
 		t.Fatal(err)
 	}
-	harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, flags...)
+	kube.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, kube.SidecarNode, flags...)
 	began = time.Now()
 	add("after-0")
-	harness.WaitCondition(t, a, "after-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
+	kube.WaitCondition(t, a, "after-0", 15*time.Second, "False naming the missing folder", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed && strings.Contains(c.Message, notWriting)
 	})
-	harness.Stays(t, a, "after-0", hold+10*time.Second-time.Since(began), "pending on a node where Felix wrote", func(c *corev1.PodCondition) bool {
+	kube.Stays(t, a, "after-0", hold+10*time.Second-time.Since(began), "pending on a node where Felix wrote", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed
 	})
 }

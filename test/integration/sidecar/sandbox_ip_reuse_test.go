@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestAStaleMarkerEarnsNoTrueForANewSandboxWithItsIP: netready is out of
@@ -23,40 +24,40 @@ import (
 // False, and after the grace is not observed (--unobserved=notready),
 // naming the old marker.
 func TestAStaleMarkerEarnsNoTrueForANewSandboxWithItsIP(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	harness.StartSidecar(t, a, n.StateDir, harness.SidecarNode, "--unobserved-grace", "3s", "--unobserved", "notready")
-	pod := a.NewPod("web-r", harness.SidecarNode)
+	a := kube.StartAPIServer(t)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	kube.StartSidecar(t, a, n.StateDir, kube.SidecarNode, "--unobserved-grace", "3s", "--unobserved", "notready")
+	pod := a.NewPod("web-r", kube.SidecarNode)
 	args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-r;K8S_POD_UID=" + string(pod.UID)
-	netns := harness.NewNS(t)
+	netns := cnitest.NewNS(t)
 	if _, err := n.Add(netns.Path(), args); err != nil {
 		t.Fatal(err)
 	}
-	m := n.ReadMarker(harness.ContainerID(netns.Path()), "eth0")
+	m := n.ReadMarker(cnitest.ContainerID(netns.Path()), "eth0")
 	ip := strings.Split(m.IPs[0], "/")[0]
-	old := publish.ShortID(harness.ContainerID(netns.Path()))
-	harness.SetSandboxStatus(t, a, "web-r", corev1.ConditionTrue, ip)
-	harness.WaitCondition(t, a, "web-r", 10*time.Second, "True from the first sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	old := publish.ShortID(cnitest.ContainerID(netns.Path()))
+	kube.SetSandboxStatus(t, a, "web-r", corev1.ConditionTrue, ip)
+	kube.WaitCondition(t, a, "web-r", 10*time.Second, "True from the first sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 
 	// The sandbox goes down, in a later second than its ADD (kubelet's
 	// times are whole seconds); no DEL reaches netready, so its marker
 	// stays.
 	time.Sleep(time.Second)
-	harness.SetSandboxStatus(t, a, "web-r", corev1.ConditionFalse, ip)
-	c := harness.WaitCondition(t, a, "web-r", 10*time.Second, "False once the sandbox is down", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	kube.SetSandboxStatus(t, a, "web-r", corev1.ConditionFalse, ip)
+	c := kube.WaitCondition(t, a, "web-r", 10*time.Second, "False once the sandbox is down", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 	if c.Reason != publish.ReasonSandboxChanged || !strings.Contains(c.Message, old+"_eth0") {
 		t.Errorf("condition once the sandbox is down = %+v, want SandboxChanged naming %s_eth0", c, old)
 	}
 	// The new sandbox is up with the same IP, and no marker of its own.
 	time.Sleep(time.Second)
-	harness.SetSandboxStatus(t, a, "web-r", corev1.ConditionTrue, ip)
+	kube.SetSandboxStatus(t, a, "web-r", corev1.ConditionTrue, ip)
 	isFalse := func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse }
-	harness.Stays(t, a, "web-r", 2*time.Second, "False while the new sandbox has no marker", isFalse)
-	c = harness.WaitCondition(t, a, "web-r", 10*time.Second, "not observed after the grace", func(c *corev1.PodCondition) bool {
+	kube.Stays(t, a, "web-r", 2*time.Second, "False while the new sandbox has no marker", isFalse)
+	c = kube.WaitCondition(t, a, "web-r", 10*time.Second, "not observed after the grace", func(c *corev1.PodCondition) bool {
 		return c.Reason == publish.ReasonNotObserved
 	})
 	if c.Status != corev1.ConditionFalse || !strings.Contains(c.Message, old+"_eth0") {
 		t.Errorf("condition after the grace = %+v, want NotObserved False naming %s_eth0", c, old)
 	}
-	harness.Stays(t, a, "web-r", 3*time.Second, "False, not observed", isFalse)
+	kube.Stays(t, a, "web-r", 3*time.Second, "False, not observed", isFalse)
 }

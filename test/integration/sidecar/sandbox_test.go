@@ -10,7 +10,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestTrueNeverOutlivesItsSandbox: against a real kube-apiserver, with
@@ -23,24 +24,24 @@ import (
 // reports it up, with another IP) starts by publishing False, never
 // keeping the old True.
 func TestTrueNeverOutlivesItsSandbox(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	n := harness.NewNet(t, "bridge.conflist", nil)
-	_, _, stop := harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, "--unobserved-grace", "5m")
-	pod := a.NewPod("web-s", harness.SidecarNode)
+	a := kube.StartAPIServer(t)
+	n := cnitest.NewNet(t, "bridge.conflist", nil)
+	_, _, stop := kube.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, kube.SidecarNode, "--unobserved-grace", "5m")
+	pod := a.NewPod("web-s", kube.SidecarNode)
 	args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-s;K8S_POD_UID=" + string(pod.UID)
 	sandbox := func() (string, string) {
-		netns := harness.NewNS(t)
+		netns := cnitest.NewNS(t)
 		if _, err := n.Add(netns.Path(), args); err != nil {
 			t.Fatal(err)
 		}
-		m := n.ReadMarker(harness.ContainerID(netns.Path()), "eth0")
+		m := n.ReadMarker(cnitest.ContainerID(netns.Path()), "eth0")
 		return netns.Path(), strings.Split(m.IPs[0], "/")[0]
 	}
 
 	ns1, ip1 := sandbox()
-	harness.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, ip1)
-	id1 := publish.ShortID(harness.ContainerID(ns1))
-	c := harness.WaitCondition(t, a, "web-s", 10*time.Second, "True from the first sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, ip1)
+	id1 := publish.ShortID(cnitest.ContainerID(ns1))
+	c := kube.WaitCondition(t, a, "web-s", 10*time.Second, "True from the first sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	if !strings.HasPrefix(c.Message, "sandbox "+id1+";") {
 		t.Errorf("True condition %q does not name its sandbox %s", c.Message, id1)
 	}
@@ -49,16 +50,16 @@ func TestTrueNeverOutlivesItsSandbox(t *testing.T) {
 	if _, err := n.Cnitool("del", ns1, args); err != nil {
 		t.Fatal(err)
 	}
-	harness.SetSandboxStatus(t, a, "web-s", corev1.ConditionFalse, ip1)
-	c = harness.WaitCondition(t, a, "web-s", 10*time.Second, "False once the sandbox that earned True is gone", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	kube.SetSandboxStatus(t, a, "web-s", corev1.ConditionFalse, ip1)
+	c = kube.WaitCondition(t, a, "web-s", 10*time.Second, "False once the sandbox that earned True is gone", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 	if c.Reason != publish.ReasonSandboxChanged || !strings.Contains(c.Message, "sandbox "+id1+" is gone") {
 		t.Errorf("condition after the sandbox went = %+v, want SandboxChanged naming %s", c, id1)
 	}
 
 	ns2, ip2 := sandbox()
-	harness.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, ip2)
-	id2 := publish.ShortID(harness.ContainerID(ns2))
-	c = harness.WaitCondition(t, a, "web-s", 10*time.Second, "True from the new sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, ip2)
+	id2 := publish.ShortID(cnitest.ContainerID(ns2))
+	c = kube.WaitCondition(t, a, "web-s", 10*time.Second, "True from the new sandbox", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	if !strings.HasPrefix(c.Message, "sandbox "+id2+";") {
 		t.Errorf("True condition %q does not name the new sandbox %s", c.Message, id2)
 	}
@@ -69,13 +70,13 @@ func TestTrueNeverOutlivesItsSandbox(t *testing.T) {
 	if _, err := n.Cnitool("del", ns2, args); err != nil {
 		t.Fatal(err)
 	}
-	harness.SetSandboxStatus(t, a, "web-s", corev1.ConditionFalse, ip2)
-	harness.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, n.Prefix+"250")
+	kube.SetSandboxStatus(t, a, "web-s", corev1.ConditionFalse, ip2)
+	kube.SetSandboxStatus(t, a, "web-s", corev1.ConditionTrue, n.Prefix+"250")
 	if _, c := a.Condition("web-s"); c == nil || c.Status != corev1.ConditionTrue {
 		t.Fatalf("the test needs the old True in place before the sidecar restarts; got %+v", c)
 	}
-	harness.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, harness.SidecarNode, "--unobserved-grace", "5m")
-	c = harness.WaitCondition(t, a, "web-s", 10*time.Second, "False after a restart over a sandbox with no marker", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+	kube.StartSidecarProc(t, a.AgentKubeconfig, n.StateDir, kube.SidecarNode, "--unobserved-grace", "5m")
+	c = kube.WaitCondition(t, a, "web-s", 10*time.Second, "False after a restart over a sandbox with no marker", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 	if c.Reason != publish.ReasonSandboxChanged || !strings.Contains(c.Message, "sandbox "+id2+" is gone") {
 		t.Errorf("condition after the restart = %+v, want SandboxChanged naming %s", c, id2)
 	}

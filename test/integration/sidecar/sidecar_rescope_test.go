@@ -14,7 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestSidecarHoldsItsWritesWhileItsScopeIsLifted runs the real sidecar
@@ -27,22 +27,22 @@ import (
 // one), with /readyz naming the policies, and start again by itself once
 // deploy/ is applied again.
 func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
-	d := harness.NewScopedDeploy(t)
+	d := kube.NewScopedDeploy(t)
 	a, ctx := d.A, context.Background()
 	kubeconfig := a.Kubeconfig("bound", a.BoundToken(t, d.Self))
-	listen, logs, _ := harness.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
+	listen, logs, _ := kube.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
 		"--require-scope", "--scope-recheck", "2s", "--pod-namespace", d.Self.Namespace, "--pod-name", d.Self.Name, "--cni-conf-dir", "")
-	if why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+	if why := kube.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
 		t.Fatalf("the scoped sidecar never turned ready: %s\n%s", why, logs.String())
 	}
 	gatedPod := func(name string) *corev1.Pod {
-		p := harness.PlainPod("default", name, "node-a")
+		p := kube.PlainPod("default", name, "node-a")
 		p.Spec.HostNetwork = true // True at once, with no marker
 		p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
 		return a.Create(t, p)
 	}
 	gatedPod("before")
-	harness.WaitCondition(t, a, "before", 15*time.Second, "True while scoped", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.WaitCondition(t, a, "before", 15*time.Second, "True while scoped", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 
 	for _, tc := range []struct {
 		name string
@@ -64,10 +64,10 @@ func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
 			tc.lift(t)
 			// Held within a bound: the re-check every 2 s, as the API
 			// server's own informers catch up.
-			if why := harness.SidecarReadyz(listen, 20*time.Second, http.StatusServiceUnavailable); why != "" {
+			if why := kube.SidecarReadyz(listen, 20*time.Second, http.StatusServiceUnavailable); why != "" {
 				t.Fatalf("/readyz 20 s after the scope was lifted = %s, want 503\n%s", why, logs.String())
 			}
-			why := harness.SidecarReadyz(listen, time.Second, http.StatusOK)
+			why := kube.SidecarReadyz(listen, time.Second, http.StatusOK)
 			for _, want := range []string{"not in force", "(policy netready-sidecar-scope)"} {
 				if !strings.Contains(why, want) {
 					t.Errorf("/readyz while held = %q, want it to name %q", why, want)
@@ -84,10 +84,10 @@ func TestSidecarHoldsItsWritesWhileItsScopeIsLifted(t *testing.T) {
 			}
 
 			a.Kubectl(t, "apply", "-k", "../../../deploy", "--server-side")
-			if why := harness.SidecarReadyz(listen, 45*time.Second, http.StatusOK); why != "" {
+			if why := kube.SidecarReadyz(listen, 45*time.Second, http.StatusOK); why != "" {
 				t.Fatalf("the sidecar did not resume once deploy/ was applied again: %s\n%s", why, logs.String())
 			}
-			harness.WaitCondition(t, a, pod, 20*time.Second, "True once the scope is back", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+			kube.WaitCondition(t, a, pod, 20*time.Second, "True once the scope is back", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		})
 	}
 	if !strings.Contains(logs.String(), "holding every write") || !strings.Contains(logs.String(), "in force again") {

@@ -16,7 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // rule matches operations on resources of group.
@@ -33,7 +33,7 @@ var podUpdates = []admissionv1.NamedRuleWithOperations{rule("", []string{"pods",
 // for every request that matches rules (in namespaces matching
 // nsSelector, when set), and waits until it refuses check, made as the
 // admin: as the sidecar, netready's policy may be the one named.
-func otherPolicy(t *testing.T, d *harness.ScopedDeploy, name string, rules []admissionv1.NamedRuleWithOperations, expression, message string, nsSelector *metav1.LabelSelector, check func() error) {
+func otherPolicy(t *testing.T, d *kube.ScopedDeploy, name string, rules []admissionv1.NamedRuleWithOperations, expression, message string, nsSelector *metav1.LabelSelector, check func() error) {
 	t.Helper()
 	ctx := context.Background()
 	forbidden := metav1.StatusReasonForbidden
@@ -67,7 +67,7 @@ func otherPolicy(t *testing.T, d *harness.ScopedDeploy, name string, rules []adm
 
 // adminPatch sets a new label or annotation (field) on the sidecar's own
 // pod through pods/status, as the admin.
-func adminPatch(d *harness.ScopedDeploy, field string) error {
+func adminPatch(d *kube.ScopedDeploy, field string) error {
 	_, err := d.A.Admin.CoreV1().Pods(d.Self.Namespace).Patch(context.Background(), d.Self.Name, types.MergePatchType,
 		[]byte(`{"metadata":{"`+field+`":{"netready.io/probe":"`+time.Now().Format("150405.000000000")+`"}}}`), metav1.PatchOptions{}, "status")
 	return err
@@ -75,7 +75,7 @@ func adminPatch(d *harness.ScopedDeploy, field string) error {
 
 // lift deletes the binding of one of netready's policies and waits until
 // the sidecar's identity may make write, which it refused.
-func lift(t *testing.T, d *harness.ScopedDeploy, binding string, write func() error) {
+func lift(t *testing.T, d *kube.ScopedDeploy, binding string, write func() error) {
 	t.Helper()
 	if err := d.A.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicyBindings().Delete(context.Background(), binding, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
@@ -89,7 +89,7 @@ func lift(t *testing.T, d *harness.ScopedDeploy, binding string, write func() er
 
 // liftPodScope lifts netready-sidecar-scope: the sidecar's identity may
 // annotate its own pod through pods/status.
-func liftPodScope(t *testing.T, d *harness.ScopedDeploy) {
+func liftPodScope(t *testing.T, d *kube.ScopedDeploy) {
 	t.Helper()
 	lift(t, d, "netready-sidecar-scope", func() error {
 		return d.PatchStatus(d.Self, types.MergePatchType, []byte(`{"metadata":{"annotations":{"netready.io/unscoped":"`+time.Now().Format(time.RFC3339Nano)+`"}}}`))
@@ -98,9 +98,9 @@ func liftPodScope(t *testing.T, d *harness.ScopedDeploy) {
 
 // gatedPod creates a hostNetwork pod on node-a with netready's gate: the
 // sidecar sets its condition True at once, with no marker, when it writes.
-func gatedPod(t *testing.T, a *harness.APIServer, name string) {
+func gatedPod(t *testing.T, a *kube.APIServer, name string) {
 	t.Helper()
-	p := harness.PlainPod("default", name, "node-a")
+	p := kube.PlainPod("default", name, "node-a")
 	p.Spec.HostNetwork = true
 	p.Spec.ReadinessGates = []corev1.PodReadinessGate{{ConditionType: publish.DefaultConditionType}}
 	a.Create(t, p)
@@ -127,7 +127,7 @@ func readyz(t *testing.T, listen string) (int, string) {
 // not take its "cannot" for RBAC's refusal (v0.5 did, and wrote
 // unscoped), but hold every write, naming the probe let through.
 func TestSidecarTakesNoOtherPolicysRefusalForRBACs(t *testing.T) {
-	d := harness.NewScopedDeploy(t)
+	d := kube.NewScopedDeploy(t)
 	a := d.A
 	labels := func() error {
 		return d.PatchStatus(d.Self, types.MergePatchType, []byte(`{"metadata":{"labels":{"netready.io/probe":"`+time.Now().Format("150405.000000000")+`"}}}`))
@@ -136,17 +136,17 @@ func TestSidecarTakesNoOtherPolicysRefusalForRBACs(t *testing.T) {
 		"has(object.metadata.labels) == has(oldObject.metadata.labels) && (!has(object.metadata.labels) || object.metadata.labels == oldObject.metadata.labels)",
 		"labels cannot be changed", nil, func() error { return adminPatch(d, "labels") })
 	kubeconfig := a.Kubeconfig("bound", a.BoundToken(t, d.Self))
-	listen, logs, _ := harness.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
+	listen, logs, _ := kube.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
 		"--require-scope", "--scope-recheck", "2s", "--pod-namespace", d.Self.Namespace, "--pod-name", d.Self.Name, "--cni-conf-dir", "")
-	if why := harness.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
+	if why := kube.SidecarReadyz(listen, 30*time.Second, http.StatusOK); why != "" {
 		t.Fatalf("the scoped sidecar never turned ready beside a labels policy: %s\n%s", why, logs.String())
 	}
 	gatedPod(t, a, "before")
-	harness.WaitCondition(t, a, "before", 15*time.Second, "True while scoped", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.WaitCondition(t, a, "before", 15*time.Second, "True while scoped", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 
 	liftPodScope(t, d)
 	// The re-check every 2 s, then its backoff: held within a bound.
-	if why := harness.SidecarReadyz(listen, 20*time.Second, http.StatusServiceUnavailable); why != "" {
+	if why := kube.SidecarReadyz(listen, 20*time.Second, http.StatusServiceUnavailable); why != "" {
 		t.Fatalf("/readyz 20 s after netready-sidecar-scope was lifted = %s, want 503: the labels policy's refusal was taken for RBAC's\n%s", why, logs.String())
 	}
 	_, why := readyz(t, listen)
@@ -181,7 +181,7 @@ func TestSidecarTakesNoOtherPolicysRefusalForRBACs(t *testing.T) {
 // within the bound, /readyz says why (200), and one Warning Event on its
 // Node names the policy.
 func TestSidecarWritesWithinTheBoundWhenAnotherPolicyHidesItsScope(t *testing.T) {
-	d := harness.NewScopedDeploy(t)
+	d := kube.NewScopedDeploy(t)
 	a := d.A
 	liftPodScope(t, d)
 	lift(t, d, "netready-sidecar-node-scope", func() error {
@@ -208,10 +208,10 @@ func TestSidecarWritesWithinTheBoundWhenAnotherPolicyHidesItsScope(t *testing.T)
 	kubeconfig := a.Kubeconfig("bound", a.BoundToken(t, d.Self))
 	const hold = 8 * time.Second
 	start := time.Now()
-	listen, logs, _ := harness.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
+	listen, logs, _ := kube.RunSidecar(t, kubeconfig, t.TempDir(), "node-a",
 		"--require-scope", "--scope-unknown-hold", hold.String(), "--pod-namespace", d.Self.Namespace, "--pod-name", d.Self.Name, "--cni-conf-dir", "")
 
-	if why := harness.SidecarReadyz(listen, 5*time.Second, http.StatusServiceUnavailable); why != "" {
+	if why := kube.SidecarReadyz(listen, 5*time.Second, http.StatusServiceUnavailable); why != "" {
 		t.Fatalf("/readyz within the hold = %s, want 503\n%s", why, logs.String())
 	}
 	code, why := readyz(t, listen)
@@ -227,11 +227,11 @@ func TestSidecarWritesWithinTheBoundWhenAnotherPolicyHidesItsScope(t *testing.T)
 		}
 	}
 
-	harness.WaitCondition(t, a, "gated", hold+20*time.Second, "True once the hold is over", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+	kube.WaitCondition(t, a, "gated", hold+20*time.Second, "True once the hold is over", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	if waited := time.Since(start); waited < hold {
 		t.Errorf("the condition was written %v after start, within the hold of %v", waited, hold)
 	}
-	if why := harness.SidecarReadyz(listen, 10*time.Second, http.StatusOK); why != "" {
+	if why := kube.SidecarReadyz(listen, 10*time.Second, http.StatusOK); why != "" {
 		t.Fatalf("/readyz once writing = %s, want 200", why)
 	}
 	if _, why := readyz(t, listen); !strings.Contains(why, "ValidatingAdmissionPolicy 'acme-kube-system-frozen'") {
@@ -258,7 +258,7 @@ func TestSidecarWritesWithinTheBoundWhenAnotherPolicyHidesItsScope(t *testing.T)
 // allowScopeUnknownEvents checks that deploy/'s netready-sidecar-events
 // lets the sidecar record NetreadyScopeUnknown about its own Node: without
 // it the policy refuses the very Warning that says the scope is unknown.
-func allowScopeUnknownEvents(t *testing.T, a *harness.APIServer) {
+func allowScopeUnknownEvents(t *testing.T, a *kube.APIServer) {
 	t.Helper()
 	p, err := a.Admin.AdmissionregistrationV1().ValidatingAdmissionPolicies().Get(context.Background(), "netready-sidecar-events", metav1.GetOptions{})
 	if err != nil {

@@ -18,14 +18,14 @@ import (
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
-	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // publishedTotal sums netready_conditions_published_total from /metrics.
 func publishedTotal(t *testing.T, listen string) int {
 	t.Helper()
 	total := 0
-	for _, m := range regexp.MustCompile(`(?m)^netready_conditions_published_total\{[^}]*\} (\d+)$`).FindAllStringSubmatch(harness.MetricsText(t, listen), -1) {
+	for _, m := range regexp.MustCompile(`(?m)^netready_conditions_published_total\{[^}]*\} (\d+)$`).FindAllStringSubmatch(kube.MetricsText(t, listen), -1) {
 		n, _ := strconv.Atoi(m[1])
 		total += n
 	}
@@ -52,9 +52,9 @@ func settledPublishes(t *testing.T, listen string) int {
 // a pod netready never saw turns True, reason NotObserved, after the
 // grace; an ungated pod is never patched. Events are read back.
 func TestSidecarScope(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	stateDir := t.TempDir()
-	listen, _ := harness.StartSidecar(t, a, stateDir, harness.SidecarNode, "--unobserved-grace", "2s")
+	listen, _ := kube.StartSidecar(t, a, stateDir, kube.SidecarNode, "--unobserved-grace", "2s")
 	store := marker.Store{Dir: stateDir}
 	write := func(pod *corev1.Pod, network, ifName string, pending *marker.Pending) {
 		t.Helper()
@@ -75,14 +75,14 @@ func TestSidecarScope(t *testing.T) {
 	}
 
 	t.Run("two attachments, one condition", func(t *testing.T) {
-		pod := a.NewPod("multi", harness.SidecarNode)
+		pod := a.NewPod("multi", kube.SidecarNode)
 		flag := filepath.Join(t.TempDir(), "net1-programmed")
 		before := publishedTotal(t, listen)
 		// Three changes, one at a time: eth0 ready, net1 pending, net1 ready.
 		write(pod, "podnet", "eth0", nil)
-		harness.WaitCondition(t, a, "multi", 10*time.Second, "True with eth0 alone", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		kube.WaitCondition(t, a, "multi", 10*time.Second, "True with eth0 alone", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		write(pod, "storagenet", "net1", &marker.Pending{Checks: []config.CheckConf{{Kind: config.KindFile, Path: flag}}})
-		c := harness.WaitCondition(t, a, "multi", 10*time.Second, "False while net1 is pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		c := kube.WaitCondition(t, a, "multi", 10*time.Second, "False while net1 is pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 		if !strings.Contains(c.Message, "network podnet (eth0) programmed") || !strings.Contains(c.Message, "network storagenet (net1): waiting for") {
 			t.Errorf("message %q does not name each network", c.Message)
 		}
@@ -95,14 +95,14 @@ func TestSidecarScope(t *testing.T) {
 		if err := os.WriteFile(flag, nil, 0o644); err != nil {
 			t.Fatal(err)
 		}
-		c = harness.WaitCondition(t, a, "multi", 15*time.Second, "True once both are ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		c = kube.WaitCondition(t, a, "multi", 15*time.Second, "True once both are ready", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if !strings.Contains(c.Message, "storagenet (net1) programmed") {
 			t.Errorf("message %q", c.Message)
 		}
 		if n := settledPublishes(t, listen) - before; n != 3 {
 			t.Errorf("patches for three changes = %d, want 3", n)
 		}
-		evs := strings.Join(harness.EventsFor(t, a, pod), "\n")
+		evs := strings.Join(kube.EventsFor(t, a, pod), "\n")
 		for _, want := range []string{"Warning NetworkNotProgrammed", "Normal NetworkProgrammed"} {
 			if !strings.Contains(evs, want) {
 				t.Errorf("events lack %q:\n%s", want, evs)
@@ -113,21 +113,21 @@ func TestSidecarScope(t *testing.T) {
 	t.Run("hostNetwork pod", func(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "hostnet", Namespace: "default"},
-			Spec: corev1.PodSpec{NodeName: harness.SidecarNode, HostNetwork: true,
+			Spec: corev1.PodSpec{NodeName: kube.SidecarNode, HostNetwork: true,
 				ReadinessGates: []corev1.PodReadinessGate{{ConditionType: "networking.kubernetes.io/pod-network-ready"}},
 				Containers:     []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 		}
 		if _, err := a.Admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}
-		c := harness.WaitCondition(t, a, "hostnet", 10*time.Second, "True for hostNetwork", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		c := kube.WaitCondition(t, a, "hostnet", 10*time.Second, "True for hostNetwork", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if c.Reason != "HostNetwork" {
 			t.Errorf("condition = %+v, want reason HostNetwork", c)
 		}
 	})
 
 	t.Run("pod netready never saw", func(t *testing.T) {
-		pod := a.NewPod("unseen", harness.SidecarNode)
+		pod := a.NewPod("unseen", kube.SidecarNode)
 		// The kubelet's part: the sandbox is up and has an IP.
 		pod.Status.PodIP = "10.200.99.7"
 		pod.Status.PodIPs = []corev1.PodIP{{IP: "10.200.99.7"}}
@@ -140,11 +140,11 @@ func TestSidecarScope(t *testing.T) {
 		if _, c := a.Condition("unseen"); c != nil {
 			t.Fatalf("condition within the grace: %+v", c)
 		}
-		c := harness.WaitCondition(t, a, "unseen", 10*time.Second, "True after the grace", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		c := kube.WaitCondition(t, a, "unseen", 10*time.Second, "True after the grace", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if c.Reason != "NotObserved" {
 			t.Errorf("condition = %+v, want reason NotObserved", c)
 		}
-		if evs := strings.Join(harness.EventsFor(t, a, pod), "\n"); !strings.Contains(evs, "Warning NotObserved: no netready marker") {
+		if evs := strings.Join(kube.EventsFor(t, a, pod), "\n"); !strings.Contains(evs, "Warning NotObserved: no netready marker") {
 			t.Errorf("events lack a Warning NotObserved:\n%s", evs)
 		}
 	})
@@ -152,7 +152,7 @@ func TestSidecarScope(t *testing.T) {
 	t.Run("ungated pod is never patched", func(t *testing.T) {
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: "plain", Namespace: "default"},
-			Spec:       corev1.PodSpec{NodeName: harness.SidecarNode, Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
+			Spec:       corev1.PodSpec{NodeName: kube.SidecarNode, Containers: []corev1.Container{{Name: "app", Image: "example.com/app:1"}}},
 		}
 		pod, err := a.Admin.CoreV1().Pods("default").Create(context.Background(), pod, metav1.CreateOptions{})
 		if err != nil {

@@ -20,6 +20,8 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
 )
 
 // writeAtomically replaces a file as the plugin writes markers: a temp file
@@ -36,7 +38,7 @@ func writeAtomically(t *testing.T, path string, data []byte) {
 
 // addPending runs the real plugin through cnitool for pod, with a timeout
 // shorter than the agent's delay, so ADD proceeds with a pending marker.
-func addPending(t *testing.T, n *harness.TestNet, agent *harness.TestAgent, pod *corev1.Pod, delay time.Duration) string {
+func addPending(t *testing.T, n *cnitest.TestNet, agent *cnitest.TestAgent, pod *corev1.Pod, delay time.Duration) string {
 	t.Helper()
 	nsPath, m := addPod(t, n, agent, pod, delay)
 	if m.State != marker.StatePending {
@@ -47,15 +49,15 @@ func addPending(t *testing.T, n *harness.TestNet, agent *harness.TestAgent, pod 
 
 // addPod runs the real plugin through cnitool for pod; the agent programs
 // it after delay.
-func addPod(t *testing.T, n *harness.TestNet, agent *harness.TestAgent, pod *corev1.Pod, delay time.Duration) (string, *marker.Marker) {
+func addPod(t *testing.T, n *cnitest.TestNet, agent *cnitest.TestAgent, pod *corev1.Pod, delay time.Duration) (string, *marker.Marker) {
 	t.Helper()
-	netns := harness.NewNS(t)
-	agent.SetPod(harness.ContainerID(netns.Path()), pod.Namespace, pod.Name, delay)
+	netns := cnitest.NewNS(t)
+	agent.SetPod(cnitest.ContainerID(netns.Path()), pod.Namespace, pod.Name, delay)
 	args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=" + pod.Namespace + ";K8S_POD_NAME=" + pod.Name + ";K8S_POD_UID=" + string(pod.UID)
 	if _, err := n.Add(netns.Path(), args); err != nil {
 		t.Fatal(err)
 	}
-	return netns.Path(), n.ReadMarker(harness.ContainerID(netns.Path()), "eth0")
+	return netns.Path(), n.ReadMarker(cnitest.ContainerID(netns.Path()), "eth0")
 }
 
 // TestSidecarPublishesFalseUntilTheAgentPrograms: against a real kube-apiserver, with the RBAC of deploy/ and
@@ -65,23 +67,23 @@ func addPod(t *testing.T, n *harness.TestNet, agent *harness.TestAgent, pod *cor
 // across an API server restart; and, by RBAC, cannot patch the pods
 // resource itself.
 func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
-	a := harness.StartAPIServer(t)
-	n, agent := harness.NewAgentNet(t, "policy-agent.conflist", 10*time.Second, func(n *harness.TestNet, _ map[string]any) {
+	a := kube.StartAPIServer(t)
+	n, agent := cnitest.NewAgentNet(t, "policy-agent.conflist", 10*time.Second, func(n *cnitest.TestNet, _ map[string]any) {
 		n.Netready()["timeout"] = "1s"
 		n.Netready()["onTimeout"] = "proceed"
 		n.Netready()["checks"] = []any{map[string]any{"kind": "address"}, map[string]any{"kind": "nftables", "table": "", "set": "pods4"}}
 	})
-	listen, logs := harness.StartSidecar(t, a, n.StateDir, harness.SidecarNode, "--pending-timeout", "2m")
+	listen, logs := kube.StartSidecar(t, a, n.StateDir, kube.SidecarNode, "--pending-timeout", "2m")
 
 	t.Run("pending then ready", func(t *testing.T) {
-		pod := a.NewPod("web-0", harness.SidecarNode)
+		pod := a.NewPod("web-0", kube.SidecarNode)
 		addPending(t, n, agent, pod, 4*time.Second)
-		c := harness.WaitCondition(t, a, "web-0", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		c := kube.WaitCondition(t, a, "web-0", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 		if c.Reason != "NetworkNotProgrammed" || !strings.Contains(c.Message, "nftables set inet/"+agent.Table+"/pods4") {
 			t.Errorf("pending condition = %+v, want reason NetworkNotProgrammed naming the unmet check", c)
 		}
 		falseAt := c.LastTransitionTime
-		c = harness.WaitCondition(t, a, "web-0", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		c = kube.WaitCondition(t, a, "web-0", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		if c.Reason != "NetworkProgrammed" || !c.LastTransitionTime.After(falseAt.Time) && !c.LastTransitionTime.Equal(&falseAt) {
 			t.Errorf("ready condition = %+v", c)
 		}
@@ -91,14 +93,14 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 		n.Netready()["onTimeout"] = "fail"
 		n.Write()
 		defer func() { n.Netready()["onTimeout"] = "proceed"; n.Write() }()
-		pod := a.NewPod("web-f", harness.SidecarNode)
-		netns := harness.NewNS(t)
-		agent.SetPod(harness.ContainerID(netns.Path()), pod.Namespace, pod.Name, time.Hour)
+		pod := a.NewPod("web-f", kube.SidecarNode)
+		netns := cnitest.NewNS(t)
+		agent.SetPod(cnitest.ContainerID(netns.Path()), pod.Namespace, pod.Name, time.Hour)
 		args := "CNI_ARGS=IgnoreUnknown=1;K8S_POD_NAMESPACE=default;K8S_POD_NAME=web-f;K8S_POD_UID=" + string(pod.UID)
 		if out, err := n.Add(netns.Path(), args); err == nil || !strings.Contains(out+err.Error(), "timed out") {
 			t.Fatalf("ADD in fail mode with the pod never programmed = %v %s, want a timeout", err, out)
 		}
-		if _, err := os.Stat(n.MarkerPath(harness.ContainerID(netns.Path()), "eth0")); !os.IsNotExist(err) {
+		if _, err := os.Stat(n.MarkerPath(cnitest.ContainerID(netns.Path()), "eth0")); !os.IsNotExist(err) {
 			t.Errorf("a fail-mode timeout left a marker: %v", err)
 		}
 		want := []string{
@@ -106,7 +108,7 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 			`netready_add_wait_seconds_count{network="` + n.Name + `",outcome="timeout_proceed"} 1`,
 		}
 		for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-			m := harness.MetricsText(t, listen)
+			m := kube.MetricsText(t, listen)
 			if !slices.ContainsFunc(want, func(w string) bool { return !strings.Contains(m, w) }) {
 				break
 			}
@@ -118,9 +120,9 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 
 	t.Run("recreated pod is not patched from the old marker", func(t *testing.T) {
 		ctx := context.Background()
-		old := a.NewPod("web-1", harness.SidecarNode)
+		old := a.NewPod("web-1", kube.SidecarNode)
 		nsPath, _ := addPod(t, n, agent, old, 100*time.Millisecond)
-		harness.WaitCondition(t, a, "web-1", 20*time.Second, "True for the first pod", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		kube.WaitCondition(t, a, "web-1", 20*time.Second, "True for the first pod", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 		zero := int64(0)
 		if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "web-1", metav1.DeleteOptions{GracePeriodSeconds: &zero}); err != nil {
 			t.Fatal(err)
@@ -130,9 +132,9 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 				break
 			}
 		}
-		fresh := a.NewPod("web-1", harness.SidecarNode)
+		fresh := a.NewPod("web-1", kube.SidecarNode)
 		// Rewrite the old marker so that the sidecar looks at it again.
-		path := n.MarkerPath(harness.ContainerID(nsPath), "eth0")
+		path := n.MarkerPath(cnitest.ContainerID(nsPath), "eth0")
 		data, _ := os.ReadFile(path)
 		os.WriteFile(path, data, 0o644)
 		time.Sleep(2 * time.Second)
@@ -148,10 +150,10 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 	// sidecar does not know, as during a botched upgrade) keeps its pod
 	// not ready, naming the file; once it reads again, the pod is True.
 	t.Run("unreadable marker keeps the pod not ready", func(t *testing.T) {
-		pod := a.NewPod("web-u", harness.SidecarNode)
+		pod := a.NewPod("web-u", kube.SidecarNode)
 		nsPath, _ := addPod(t, n, agent, pod, 100*time.Millisecond)
-		harness.WaitCondition(t, a, "web-u", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
-		path := n.MarkerPath(harness.ContainerID(nsPath), "eth0")
+		kube.WaitCondition(t, a, "web-u", 20*time.Second, "True once programmed", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		path := n.MarkerPath(cnitest.ContainerID(nsPath), "eth0")
 		good, err := os.ReadFile(path)
 		if err != nil {
 			t.Fatal(err)
@@ -161,25 +163,25 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 			t.Fatalf("marker has no version 1 to change: %s", good)
 		}
 		writeAtomically(t, path, []byte(bad))
-		c := harness.WaitCondition(t, a, "web-u", 10*time.Second, "False while unreadable", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		c := kube.WaitCondition(t, a, "web-u", 10*time.Second, "False while unreadable", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 		if c.Reason != "MarkerUnreadable" || !strings.Contains(c.Message, path) || !strings.Contains(c.Message, "version 2") {
 			t.Errorf("condition = %+v, want reason MarkerUnreadable naming %s and its version", c, path)
 		}
 		writeAtomically(t, path, good)
-		harness.WaitCondition(t, a, "web-u", 10*time.Second, "True once it reads again", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		kube.WaitCondition(t, a, "web-u", 10*time.Second, "True once it reads again", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
 	})
 
 	t.Run("API server restart loses no transition", func(t *testing.T) {
-		pod := a.NewPod("web-2", harness.SidecarNode)
+		pod := a.NewPod("web-2", kube.SidecarNode)
 		addPending(t, n, agent, pod, 5*time.Second)
-		harness.WaitCondition(t, a, "web-2", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
+		kube.WaitCondition(t, a, "web-2", 10*time.Second, "False while pending", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionFalse })
 		a.StopAPI()
 		// The agent programs the pod while the API server is down; the
 		// sidecar's re-check writes the ready marker and cannot publish.
 		time.Sleep(7 * time.Second)
 		a.StartAPI()
-		harness.WaitCondition(t, a, "web-2", 30*time.Second, "True after the restart", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
-		m := harness.MetricsText(t, listen)
+		kube.WaitCondition(t, a, "web-2", 30*time.Second, "True after the restart", func(c *corev1.PodCondition) bool { return c.Status == corev1.ConditionTrue })
+		m := kube.MetricsText(t, listen)
 		if !strings.Contains(m, "netready_api_errors_total{reason=") {
 			t.Errorf("no API errors counted across the outage:\n%s", m)
 		}
@@ -211,14 +213,14 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 	} else {
 		resp.Body.Close()
 	}
-	m := harness.MetricsText(t, listen)
+	m := kube.MetricsText(t, listen)
 	for _, want := range []string{"netready_publish_latency_seconds_count", "netready_marker_wait_seconds_count{state=\"pending\"}", "netready_pending_attachments",
 		"netready_build_info{version=", "\nnetready_node_tainted 0\n", "\ngo_goroutines ", "\nprocess_resident_memory_bytes "} {
 		if !strings.Contains(m, want) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	harness.CheckMetrics(t, m)
+	kube.CheckMetrics(t, m)
 }
 
 // TestStalePodUIDIsRefused: the guard of every condition patch, on the real
@@ -226,13 +228,13 @@ func TestSidecarPublishesFalseUntilTheAgentPrograms(t *testing.T) {
 // naming the old one must be refused as the sidecar expects (409, or 422
 // on metadata.uid: both mean "never this pod again"), and change nothing.
 func TestStalePodUIDIsRefused(t *testing.T) {
-	a := harness.StartAPIServer(t)
+	a := kube.StartAPIServer(t)
 	ctx := context.Background()
-	old := a.Create(t, harness.PlainPod("default", "web", "node-a"))
+	old := a.Create(t, kube.PlainPod("default", "web", "node-a"))
 	if err := a.Admin.CoreV1().Pods("default").Delete(ctx, "web", metav1.DeleteOptions{GracePeriodSeconds: new(int64)}); err != nil {
 		t.Fatal(err)
 	}
-	now := a.Create(t, harness.PlainPod("default", "web", "node-a"))
+	now := a.Create(t, kube.PlainPod("default", "web", "node-a"))
 	if now.UID == old.UID {
 		t.Fatal("the recreated pod kept its UID")
 	}

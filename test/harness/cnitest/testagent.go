@@ -1,13 +1,11 @@
 //go:build integration
 
-package harness
+package cnitest
 
 import (
 	"bufio"
 	"context"
 	"encoding/json"
-	mathrand "math/rand/v2"
-	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -16,6 +14,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/netready/netready/test/harness"
 )
 
 // TestAgent is a running netready-testagent.
@@ -48,33 +48,13 @@ type AgentEvent struct {
 	Error       string `json:"error"`
 }
 
-// freePort returns a loopback port that is free now, below the kernel's
-// ephemeral range (32768 and up here): a port the kernel handed out for
-// port 0 can be taken again, as the source port of any outgoing
-// connection, before the server that was to listen on it binds it (etcd
-// failed that way: "bind: address already in use").
-func freePort(t testing.TB) int {
-	t.Helper()
-	for range 1000 {
-		port := 20000 + mathrand.IntN(12000)
-		l, err := net.Listen("tcp", "127.0.0.1:"+strconv.Itoa(port))
-		if err != nil {
-			continue
-		}
-		l.Close()
-		return port
-	}
-	t.Fatal("no free loopback port between 20000 and 32000")
-	return 0
-}
-
 // NewAgentNet loads a conflist, points its policy checks at a fresh agent's
 // unique chain, table, folder, port and socket, and starts the agent.
 func NewAgentNet(t testing.TB, file string, delay time.Duration, edit func(*TestNet, map[string]any)) (*TestNet, *TestAgent) {
 	t.Helper()
 	dir := t.TempDir()
 	a := &TestAgent{t: t, PodsFile: filepath.Join(dir, "pods.json"), Sock: filepath.Join(dir, "agent.sock"),
-		Calico: filepath.Join(dir, "endpoint-status"), HTTP: "127.0.0.1:" + strconv.Itoa(freePort(t)),
+		Calico: filepath.Join(dir, "endpoint-status"), HTTP: "127.0.0.1:" + strconv.Itoa(harness.FreePort(t)),
 		pods: map[string]map[string]string{}}
 	a.cond = sync.NewCond(&a.mu)
 	n := NewNet(t, file, func(n *TestNet, list map[string]any) {
@@ -102,7 +82,7 @@ func NewAgentNet(t testing.TB, file string, delay time.Duration, edit func(*Test
 	})
 	a.write()
 	ctx, cancel := context.WithCancel(context.Background())
-	cmd := exec.CommandContext(ctx, filepath.Join(BinDir, "netready-testagent"),
+	cmd := exec.CommandContext(ctx, filepath.Join(harness.BinDir, "netready-testagent"),
 		"--bridge", n.Bridge, "--ipam-dir", n.IPAMDir, "--pods", a.PodsFile, "--delay", delay.String(),
 		"--iptables-chain", a.Chain, "--nft-table", a.Table, "--calico-dir", a.Calico,
 		"--http", a.HTTP, "--unix", a.Sock)

@@ -1,11 +1,15 @@
 //go:build integration
 
-package harness
+// Package cnitest runs the plugin as a container runtime does: it makes
+// network namespaces and test networks from the repository's conflists,
+// calls the plugin through cnitool, libcni or a direct exec, and runs the
+// reference plugins, the test agent (test/cmd/agent) and the installer that
+// writes netready into a runtime's CNI folders.
+package cnitest
 
 import (
 	"bytes"
 	"context"
-	"crypto/rand"
 	"crypto/sha512"
 	"encoding/hex"
 	"encoding/json"
@@ -25,6 +29,7 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/test/harness"
 )
 
 // NetreadyLog is the plugin's log from offset on, and its length.
@@ -51,7 +56,7 @@ func (n *TestNet) WaitNetreadyLog(t *testing.T, from int, limit time.Duration, w
 			return l
 		}
 	}
-	t.Fatalf("netready log: not all of %q within %s:\n%s", want, limit, Tail(l, 30))
+	t.Fatalf("netready log: not all of %q within %s:\n%s", want, limit, harness.Tail(l, 30))
 	return ""
 }
 
@@ -64,7 +69,7 @@ func PrevResult100(ip, gw, nsPath string) []byte {
 // IPTablesChain creates a filter chain that the test removes.
 func IPTablesChain(t testing.TB, name string) {
 	t.Helper()
-	MustRun(t, "iptables", "-w", "5", "-N", name)
+	harness.MustRun(t, "iptables", "-w", "5", "-N", name)
 	t.Cleanup(func() {
 		exec.Command("iptables", "-w", "5", "-F", name).Run()
 		exec.Command("iptables", "-w", "5", "-X", name).Run()
@@ -89,18 +94,11 @@ type TestNet struct {
 	List     map[string]any
 }
 
-// RandomHex is n random bytes in hex, for names unique to a test.
-func RandomHex(n int) string {
-	b := make([]byte, n)
-	rand.Read(b)
-	return hex.EncodeToString(b)
-}
-
 // NewNet loads conflists/<file>, makes it unique, lets edit change it, writes
 // it and arms the network safety rules: no forwarding out of the subnet.
 func NewNet(t testing.TB, file string, edit func(n *TestNet, list map[string]any)) *TestNet {
 	t.Helper()
-	raw, err := os.ReadFile(RepoPath("conflists", file))
+	raw, err := os.ReadFile(harness.RepoPath("conflists", file))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -108,7 +106,7 @@ func NewNet(t testing.TB, file string, edit func(n *TestNet, list map[string]any
 	if err := json.Unmarshal(raw, &list); err != nil {
 		t.Fatalf("%s: %v", file, err)
 	}
-	id := RandomHex(3)
+	id := harness.RandomHex(3)
 	third := 100 + int(hexByte(id))%150
 	n := &TestNet{
 		t: t, Name: "nr-" + id, ConfDir: t.TempDir(), StateDir: t.TempDir(),
@@ -245,8 +243,8 @@ func UnmountNS(netns ns.NetNS) error {
 func (n *TestNet) Cnitool(verb, nsPath string, extra ...string) (string, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	cmd := exec.CommandContext(ctx, filepath.Join(CNIBinDir, "cnitool"), verb, n.Name, nsPath)
-	cmd.Env = append(os.Environ(), "NETCONFPATH="+n.ConfDir, "CNI_PATH="+PluginPath)
+	cmd := exec.CommandContext(ctx, filepath.Join(harness.CNIBinDir, "cnitool"), verb, n.Name, nsPath)
+	cmd.Env = append(os.Environ(), "NETCONFPATH="+n.ConfDir, "CNI_PATH="+harness.PluginPath)
 	cmd.Env = append(cmd.Env, extra...)
 	var stdout, stderr bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
@@ -293,7 +291,7 @@ func (n *TestNet) Libcni() (*libcni.CNIConfig, *libcni.NetworkConfigList) {
 	if err != nil {
 		n.t.Fatal(err)
 	}
-	return libcni.NewCNIConfigWithCacheDir(strings.Split(PluginPath, ":"), n.Cache, nil), list
+	return libcni.NewCNIConfigWithCacheDir(strings.Split(harness.PluginPath, ":"), n.Cache, nil), list
 }
 
 // CNICode returns the code of a CNI error, or 0.
@@ -308,7 +306,7 @@ func CNICode(err error) uint {
 // Invoke runs the netready binary directly, as a runtime would.
 func Invoke(t testing.TB, command string, stdin []byte, env ...string) (string, *types.Error) {
 	t.Helper()
-	return InvokeBin(t, filepath.Join(BinDir, "netready"), command, stdin, env...)
+	return InvokeBin(t, filepath.Join(harness.BinDir, "netready"), command, stdin, env...)
 }
 
 // InvokeBin is Invoke with another copy of the plugin.
@@ -317,7 +315,7 @@ func InvokeBin(t testing.TB, bin, command string, stdin []byte, env ...string) (
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, bin)
-	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + PluginPath, "PATH=" + os.Getenv("PATH")}, env...)
+	cmd.Env = append([]string{"CNI_COMMAND=" + command, "CNI_PATH=" + harness.PluginPath, "PATH=" + os.Getenv("PATH")}, env...)
 	cmd.Stdin = bytes.NewReader(stdin)
 	var stdout bytes.Buffer
 	cmd.Stdout = &stdout
@@ -330,16 +328,6 @@ func InvokeBin(t testing.TB, bin, command string, stdin []byte, env ...string) (
 		t.Fatalf("netready %s failed (%v) without a CNI error on stdout: %q", command, err, stdout.String())
 	}
 	return stdout.String(), &e
-}
-
-// MustRun runs a command and fails the test if it fails.
-func MustRun(t testing.TB, name string, args ...string) string {
-	t.Helper()
-	out, err := exec.Command(name, args...).CombinedOutput()
-	if err != nil {
-		t.Fatalf("%s %s: %v\n%s", name, strings.Join(args, " "), err, out)
-	}
-	return string(out)
 }
 
 // ApplyNFT runs an nft script as one transaction.
@@ -399,7 +387,7 @@ func PluginDir(t testing.TB, names ...string) string {
 	t.Helper()
 	bin := t.TempDir()
 	for _, p := range names {
-		data, err := os.ReadFile(filepath.Join(CNIBinDir, p))
+		data, err := os.ReadFile(filepath.Join(harness.CNIBinDir, p))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,6 +1,6 @@
 //go:build integration
 
-package harness
+package cnitest
 
 import (
 	"encoding/json"
