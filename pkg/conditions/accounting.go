@@ -18,7 +18,7 @@ func (c *Controller) observeLatency(uid types.UID, want corev1.PodCondition) {
 		return
 	}
 	var newest time.Time
-	for _, p := range c.index.paths(uid) {
+	for _, p := range c.state.paths(uid) {
 		if info, err := os.Stat(p); err == nil && info.ModTime().After(newest) {
 			newest = info.ModTime()
 		}
@@ -30,7 +30,7 @@ func (c *Controller) observeLatency(uid types.UID, want corev1.PodCondition) {
 
 // observeWait records each marker state's wait once.
 func (c *Controller) observeWait(path string, m *marker.Marker) {
-	if c.index.firstWait(path, m.State+m.CreatedAt.String()) {
+	if c.state.firstWait(path, m.State+m.CreatedAt.String()) {
 		c.metrics.MarkerWait.WithLabelValues(m.State).Observe(float64(m.WaitedMs) / 1000)
 	}
 }
@@ -39,7 +39,7 @@ func (c *Controller) observeWait(path string, m *marker.Marker) {
 // once, as the ADD left it: ready, or pending (timeout_proceed); a re-check
 // that later makes it ready keeps its start and is not counted again.
 func (c *Controller) countADD(path string, m *marker.Marker) {
-	if !c.index.firstADD(path, m.CreatedAt.Time) || m.CreatedAt.Before(c.started) {
+	if !c.state.firstADD(path, m.CreatedAt.Time) || m.CreatedAt.Before(c.started) {
 		return
 	}
 	o := outcome.Ready

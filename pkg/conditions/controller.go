@@ -12,11 +12,9 @@ import (
 	"log/slog"
 	"os"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
-	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -98,9 +96,9 @@ type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s
 
 // Controller publishes one condition per gated pod of this node, computed
 // from all of the pod's markers. Its work queue holds pod keys
-// (namespace/name). It wires the parts together; those that workers share
-// have locks of their own, which guard only their maps: no wait or API
-// call happens under any of them.
+// (namespace/name). What its main loop, workers, re-checks and informer
+// share has one owner, state; the Node's warnings have theirs,
+// nodeWarnings.
 type Controller struct {
 	opts     Config
 	client   kubeapi.Client
@@ -115,22 +113,12 @@ type Controller struct {
 	now      func() time.Time
 	// retryEvery is how often unreadable markers are read again.
 	retryEvery time.Duration
-	ready      atomic.Bool
 	// ADDs that began before started are not counted (a restart would
 	// count them twice).
 	started time.Time
 
-	index    *markerIndex
-	rechecks *rechecks
-	ledger   *ledger
-	logs     *noteLog
-	gated    *gatedPods
-	// nodeNotes: "<note file> <network>" -> its message (nodenotes.go).
-	nodeNotes *standings
-	// presetNotes: network -> why its preset's agent writes nothing.
-	presetNotes *standings
-	// worked: networks netready has worked for on this node.
-	worked *workedNetworks
+	state    *state
+	warnings *nodeWarnings
 
 	// The main loop alone uses these. journals follow each network's
 	// outcome journal.
@@ -140,7 +128,7 @@ type Controller struct {
 
 // New returns the controller of cfg.NodeName's pods; Run runs it.
 func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics) *Controller {
-	return &Controller{
+	c := &Controller{
 		opts: o, client: client, log: log, metrics: m, recorder: recorder,
 		store: marker.Store{Dir: o.StateDir},
 		queue: workqueue.NewTypedRateLimitingQueueWithConfig(
@@ -149,16 +137,16 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		recheck: pending.Recheck,
 		read:    marker.ReadFile,
 		now:     time.Now, retryEvery: unreadableRetry, started: time.Now(),
-		index: newMarkerIndex(), rechecks: newRechecks(m), ledger: newLedger(m),
-		logs: &noteLog{last: map[string]string{}}, gated: &gatedPods{metrics: m, uids: map[types.UID]bool{}},
-		nodeNotes: newStandings(), presetNotes: newStandings(), worked: newWorkedNetworks(),
+		state:    newState(m),
 		journals: map[string]*outcome.Reader{},
 	}
+	c.warnings = newNodeWarnings(o.NodeName, recorder, log, m, func() time.Time { return c.now() }, o.Unobserved, o.NotInEffectHoldMax)
+	return c
 }
 
 // Ready reports whether the pod cache has synced and every marker was
 // read once: the sidecar's /readyz.
-func (c *Controller) Ready() bool { return c.ready.Load() }
+func (c *Controller) Ready() bool { return c.state.isReady() }
 
 // Run publishes until ctx ends.
 func (c *Controller) Run(ctx context.Context) error {
@@ -194,7 +182,7 @@ func (c *Controller) Run(ctx context.Context) error {
 	// markers are known.
 	c.scan(w)
 	c.sweepMemory()
-	c.ready.Store(true)
+	c.state.started()
 	c.log.Info("publishing markers", "stateDir", c.opts.StateDir, "condition", c.opts.ConditionType)
 
 	var wg sync.WaitGroup
@@ -215,7 +203,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-ctx.Done():
 			c.queue.ShutDown()
 			wg.Wait()
-			c.rechecks.stopAll()
+			c.state.stopped()
 			return nil
 		case ev, ok := <-w.Events:
 			if !ok {
@@ -229,7 +217,7 @@ func (c *Controller) Run(ctx context.Context) error {
 		case <-resync.C:
 			c.scan(w)
 		case <-retry.C:
-			for _, path := range c.index.unreadablePaths() {
+			for _, path := range c.state.unreadablePaths() {
 				c.onMarker(path)
 			}
 		}
@@ -254,29 +242,7 @@ func (c *Controller) work(ctx context.Context) bool {
 
 // note logs a situation once, not on every pass.
 func (c *Controller) note(key, msg string, args ...any) {
-	if c.logs.first(key, msg) {
+	if c.state.firstLog(key, msg) {
 		c.log.Info(msg, append([]any{"key", key}, args...)...)
 	}
-}
-
-// noteLog is the last situation logged per marker path or pod key. Its
-// lock guards only its map.
-type noteLog struct {
-	mu   sync.Mutex
-	last map[string]string
-}
-
-// first reports whether msg is new for key, and records it.
-func (l *noteLog) first(key, msg string) bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	seen := l.last[key] == msg
-	l.last[key] = msg
-	return !seen
-}
-
-func (l *noteLog) forget(key string) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	delete(l.last, key)
 }

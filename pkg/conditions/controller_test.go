@@ -345,12 +345,12 @@ func TestScanForgetsVanishedMarkers(t *testing.T) {
 	defer w.Close()
 	h.c.scan(w)
 	path, _ := h.store.Path(marker.Key{Network: "podnet", ContainerID: "c-u-gone", IfName: "eth0"})
-	if diff := cmp.Diff([]string{path}, h.c.index.known()); diff != "" {
+	if diff := cmp.Diff([]string{path}, h.c.state.known()); diff != "" {
 		t.Fatalf("indexed after the first scan (-want +got):\n%s", diff)
 	}
 	os.Remove(path)
 	h.c.scan(w)
-	if known := h.c.index.known(); len(known) != 0 {
+	if known := h.c.state.known(); len(known) != 0 {
 		t.Errorf("after a scan that no longer finds it, the index still holds %v", known)
 	}
 }

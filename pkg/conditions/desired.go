@@ -48,14 +48,6 @@ type judgeOptions struct {
 	HoldMax time.Duration
 }
 
-// backoff is the installer's note that it stopped putting the entry back.
-type backoff struct {
-	Msg string
-	// Since is when the note was first written, as far as the sidecar
-	// saw it stand.
-	Since time.Time
-}
-
 // judgement is the condition a pod should show, if it is time to say.
 type judgement struct {
 	Cond    corev1.PodCondition

@@ -8,6 +8,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/fsnotify/fsnotify"
 	corev1 "k8s.io/api/core/v1"
@@ -56,7 +57,7 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 		}
 	}
 	c.scanned = true
-	for _, path := range c.index.known() {
+	for _, path := range c.state.known() {
 		if !seen[path] && (listed[filepath.Dir(path)] || !slices.ContainsFunc(nets, func(e os.DirEntry) bool {
 			return filepath.Join(c.opts.StateDir, e.Name()) == filepath.Dir(path)
 		})) {
@@ -87,16 +88,14 @@ func (c *Controller) onEvent(w *fsnotify.Watcher, ev fsnotify.Event) {
 }
 
 // onMarker indexes a marker by its pod's UID and queues the pod. A marker
-// that is gone is dropped from the index, and its pod queued so that its
-// condition is computed again. One that exists but cannot be read stays
-// indexed as it was, keeps its pod not ready, and is read again every
-// unreadableRetry.
+// that is gone is dropped, and its pod queued so that its condition is
+// computed again. One that exists but cannot be read stays indexed as it
+// was, keeps its pod not ready, and is read again every unreadableRetry.
 func (c *Controller) onMarker(path string) {
 	m, err := c.read(path)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
-		stray := c.index.readable(path)
-		if ref, ok := c.forget(path); ok {
+		if ref, known, stray := c.state.markerGone(path); known {
 			c.queue.Add(ref.podKey)
 		} else if stray {
 			c.queueUnjudged()
@@ -104,82 +103,130 @@ func (c *Controller) onMarker(path string) {
 		return
 	case err != nil:
 		c.note(path, "unreadable marker; its pod is kept not ready while it stays so, retrying", "err", err)
-		if ref, ok := c.index.setUnreadable(path, err); ok {
+		if ref, ok := c.state.markerUnreadable(path, err); ok {
 			c.queue.Add(ref.podKey)
 		} else {
 			c.queueUnjudged()
 		}
 		return
 	}
-	if c.index.readable(path) {
-		defer c.queueUnjudged()
-	}
 	c.countADD(path, m)
 	c.noteWorked(path, m)
 	if m.Pod.Name == "" || m.Pod.Namespace == "" || m.Pod.UID == "" {
+		if c.state.markerReadable(path) {
+			c.queueUnjudged()
+		}
 		c.note(path, "marker names no Kubernetes pod; nothing to publish")
 		return
 	}
 	ref := markerRef{podKey: m.Pod.Namespace + "/" + m.Pod.Name, uid: types.UID(m.Pod.UID)}
-	c.index.add(path, ref)
+	if c.state.markerRead(path, ref) {
+		defer c.queueUnjudged()
+	}
 	c.queue.Add(ref.podKey)
 }
 
-// podMarkers reads the pod's markers, starting re-checks for the pending
-// ones and showing their latest progress. Markers that exist but cannot be
-// read come back apart, and are retried.
-func (c *Controller) podMarkers(pod *corev1.Pod) ([]*marker.Marker, []publish.Unreadable, map[*marker.Marker]string, string) {
-	var out []*marker.Marker
-	neverWrote := map[*marker.Marker]string{}
-	var bad []publish.Unreadable
-	var basis strings.Builder
-	for _, path := range c.index.paths(pod.UID) {
+// markerFile is one marker file of a pod as read this round.
+type markerFile struct {
+	Path string
+	// Marker is what it says, or nil when Err says why it cannot be read.
+	Marker *marker.Marker
+	Err    error
+	// Progress is its re-check's latest, if one runs for this marker.
+	Progress *marker.Marker
+}
+
+// readPod reads the pod's marker files, with their re-checks' progress.
+// Files that are gone are left out: their event, or the next scan,
+// forgets them.
+func (c *Controller) readPod(pod *corev1.Pod) []markerFile {
+	var out []markerFile
+	for _, path := range c.state.paths(pod.UID) {
 		m, err := c.read(path)
 		switch {
 		case errors.Is(err, fs.ErrNotExist):
-			continue // its event, or the next scan, forgets it
+			continue
 		case err != nil:
-			c.index.setUnreadable(path, err)
-			bad = append(bad, publish.Unreadable{Path: path, Err: err})
-			fmt.Fprintf(&basis, "%s unreadable: %v\n", path, err)
+			c.state.markerUnreadable(path, err)
+			out = append(out, markerFile{Path: path, Err: err})
 			continue
 		}
-		fmt.Fprintf(&basis, "%s %s %d\n", path, m.State, m.CreatedAt.UnixNano())
-		c.index.readable(path)
+		c.state.markerReadable(path)
 		c.observeWait(path, m)
-		// The ADD's own checks are fresh if it ran while this sidecar did.
-		fresh := m.CreatedAt.After(c.started)
+		f := markerFile{Path: path, Marker: m}
 		if m.State == marker.StatePending {
-			c.startCheck(path, m)
-			if p := c.rechecks.latest(path, m.CreatedAt.Time); p != nil {
-				m, fresh = p, true
+			f.Progress = c.state.latest(path, m.CreatedAt.Time)
+		}
+		out = append(out, f)
+	}
+	return out
+}
+
+// actions are what judging a pod asks of the controller, which judging
+// itself never does.
+type actions struct {
+	// Recheck: go on with these pending markers' checks (started once
+	// per marker); StopRecheck: these markers are pending no more.
+	Recheck     []markerFile
+	StopRecheck []string
+	// Presets: the markers as last checked, for the Node's warnings.
+	Presets []presetSeen
+}
+
+// viewOf is, purely, what the pod's marker files as read tell: the view
+// judge reads, what to do, and the basis (the files as they are on disk,
+// not the re-checks' progress). started is when this sidecar started;
+// worked reports the networks netready worked for on this node.
+func viewOf(files []markerFile, started time.Time, worked func(network string) bool) (podView, actions, string) {
+	var v podView
+	var a actions
+	v.NeverWrote = map[*marker.Marker]string{}
+	var basis strings.Builder
+	for _, f := range files {
+		if f.Marker == nil {
+			v.Unreadable = append(v.Unreadable, publish.Unreadable{Path: f.Path, Err: f.Err})
+			fmt.Fprintf(&basis, "%s unreadable: %v\n", f.Path, f.Err)
+			continue
+		}
+		m := f.Marker
+		fmt.Fprintf(&basis, "%s %s %d\n", f.Path, m.State, m.CreatedAt.UnixNano())
+		// The ADD's own checks are fresh if it ran while this sidecar did.
+		fresh := m.CreatedAt.After(started)
+		if m.State == marker.StatePending {
+			a.Recheck = append(a.Recheck, f)
+			if f.Progress != nil {
+				m, fresh = f.Progress, true
 			}
 		} else {
-			c.rechecks.stop(path)
+			a.StopRecheck = append(a.StopRecheck, f.Path)
 		}
-		c.notePresets(m)
-		if why := c.neverWrote(m, fresh); why != "" {
-			neverWrote[m] = why
+		a.Presets = append(a.Presets, presetSeen{Network: m.Network, Why: presetNotWriting(m), Ready: m.State == marker.StateReady})
+		if why := neverWrote(m, fresh, worked); why != "" {
+			v.NeverWrote[m] = why
 		}
-		out = append(out, m)
+		v.Markers = append(v.Markers, m)
 	}
-	return out, bad, neverWrote, basis.String()
+	return v, a, basis.String()
+}
+
+// do carries out what judging a pod asked.
+func (c *Controller) do(a actions) {
+	for _, f := range a.Recheck {
+		c.startCheck(f.Path, f.Marker)
+	}
+	for _, path := range a.StopRecheck {
+		c.state.recheckStopped(path)
+	}
+	for _, p := range a.Presets {
+		c.warnings.presetSeen(p, c.state.hasWorked(p.Network))
+	}
 }
 
 // noteRecreated logs, once, markers that name this pod's name but an older
 // UID: they are never published on the new pod.
 func (c *Controller) noteRecreated(pod *corev1.Pod) {
 	key := pod.Namespace + "/" + pod.Name
-	for _, path := range c.index.ofOtherUID(key, pod.UID) {
+	for _, path := range c.state.ofOtherUID(key, pod.UID) {
 		c.note(path, "the pod was recreated; this marker is for the old one, not publishing", "pod", key, "podUID", pod.UID)
 	}
-}
-
-// forget drops what is known of a removed marker, and returns what it
-// named. Its re-check stops in one step with the unindexing: startCheck
-// then sees the path gone and starts nothing.
-func (c *Controller) forget(path string) (markerRef, bool) {
-	ref, ok := c.index.forget(path, func() { c.rechecks.stop(path) })
-	c.logs.forget(path)
-	return ref, ok
 }

@@ -5,11 +5,12 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
-	"sync"
+	"strings"
 	"time"
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/notes"
 )
 
 // WorkedFile is, in a network's marker folder, the sidecar's record that
@@ -21,39 +22,6 @@ import (
 // dot, so that neither GC nor the marker scan takes it for a marker.
 const WorkedFile = ".worked"
 
-// workedNetworks are the networks netready has worked for on this node
-// (WorkedFile). A pending marker of such a network that says its preset's
-// agent is not set up is a blip of an agent that works (a restart that
-// took its folder away), not a node where netready is not in effect: it
-// is never given up on. Its lock guards only its map.
-type workedNetworks struct {
-	mu sync.Mutex
-	// recorded: network -> whether WorkedFile is written.
-	recorded map[string]bool
-}
-
-func newWorkedNetworks() *workedNetworks { return &workedNetworks{recorded: map[string]bool{}} }
-
-// has reports whether netready has worked for network on this node.
-func (w *workedNetworks) has(network string) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	_, ok := w.recorded[network]
-	return ok
-}
-
-// set records that network worked, and reports whether its file still
-// needs writing.
-func (w *workedNetworks) set(network string, written bool) bool {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if w.recorded[network] {
-		return false
-	}
-	w.recorded[network] = written
-	return !written
-}
-
 // readWorked learns, from a network folder's WorkedFile, that netready
 // worked for it before this sidecar started. The main loop alone calls
 // it.
@@ -61,11 +29,11 @@ func (c *Controller) readWorked(dir string) {
 	_, err := os.Stat(filepath.Join(dir, WorkedFile))
 	switch {
 	case err == nil:
-		c.worked.set(filepath.Base(dir), true)
+		c.state.networkWorked(filepath.Base(dir), true)
 	case !errors.Is(err, fs.ErrNotExist):
 		// Unreadable: as a worked network, never given up on.
 		c.note(dir, "cannot read whether the network worked on this node; taking it that it did", "err", err)
-		c.worked.set(filepath.Base(dir), true)
+		c.state.networkWorked(filepath.Base(dir), true)
 	}
 }
 
@@ -73,7 +41,7 @@ func (c *Controller) readWorked(dir string) {
 // ready. A file that cannot be written is tried again with the next ready
 // marker; meanwhile the sidecar remembers it.
 func (c *Controller) noteWorked(path string, m *marker.Marker) {
-	if m.State != marker.StateReady || !c.worked.set(m.Network, false) {
+	if m.State != marker.StateReady || !c.state.networkWorked(m.Network, false) {
 		return
 	}
 	file := filepath.Join(filepath.Dir(path), WorkedFile)
@@ -81,17 +49,56 @@ func (c *Controller) noteWorked(path string, m *marker.Marker) {
 		c.log.Warn("cannot record that the network worked on this node; a restarted sidecar may give up on its pods that wait for a preset whose agent is not set up", "file", file, "err", err)
 		return
 	}
-	c.worked.set(m.Network, true)
+	c.state.networkWorked(m.Network, true)
 }
 
 // neverWrote returns, for a pending marker whose checks say that its
 // preset's agent is not set up to write (presetPrefixes) on a network that
-// never worked on this node, why; else "". fresh says the checks are this
-// sidecar's own or the ADD's, written while the sidecar ran: a marker
-// read back after a restart may tell of a folder that is there by now.
-func (c *Controller) neverWrote(m *marker.Marker, fresh bool) string {
-	if !fresh || m.State != marker.StatePending || c.worked.has(m.Network) {
+// never worked on this node (worked), why; else "". fresh says the checks
+// are this sidecar's own or the ADD's, written while the sidecar ran: a
+// marker read back after a restart may tell of a folder that is there by
+// now.
+func neverWrote(m *marker.Marker, fresh bool, worked func(network string) bool) string {
+	if !fresh || m.State != marker.StatePending || worked(m.Network) {
 		return ""
 	}
 	return presetNotWriting(m)
+}
+
+// presetPrefixes start the reasons checks give when a preset's agent is
+// not set up to write at all (checks.CalicoNotWriting).
+var presetPrefixes = []string{"calico preset: "}
+
+// presetNotWriting returns why m's checks say its preset's agent is not
+// set up to write what it waits for, or "".
+func presetNotWriting(m *marker.Marker) string {
+	why := ""
+	for _, ch := range m.Checks {
+		for _, p := range presetPrefixes {
+			if !ch.Ready && strings.HasPrefix(ch.Why, p) {
+				why = ch.Why
+			}
+		}
+	}
+	return why
+}
+
+// readNotes follows a network folder's notes (package notes) into the
+// Node's warnings. The main loop alone calls it.
+func (c *Controller) readNotes(dir string) {
+	network := filepath.Base(dir)
+	for _, k := range nodeNoteKinds {
+		path := filepath.Join(dir, k.file)
+		msg, written := "", time.Time{}
+		if data, err := os.ReadFile(path); err == nil {
+			msg = strings.TrimSpace(string(data))
+			if info, err := os.Stat(path); err == nil {
+				written = info.ModTime()
+			}
+		}
+		if c.warnings.noteRead(network, k, msg, written) && k.file == notes.InstallBackoffFile {
+			// Pods judged NotObserved while it stood, or after, change.
+			c.queueUnjudged()
+		}
+	}
 }

@@ -31,12 +31,11 @@ func (c *Controller) process(ctx context.Context, key string) error {
 	c.noteRecreated(pod)
 	if !publish.Gated(pod, c.opts.ConditionType) {
 		// Out of scope: its markers stay on disk for CHECK, untouched.
-		for _, path := range c.index.paths(pod.UID) {
-			c.rechecks.stop(path)
-		}
+		c.state.podOutOfScope(pod.UID)
 		return nil
 	}
-	j, basis := c.desired(pod)
+	j, a, basis := c.desired(pod)
+	c.do(a)
 	// The memory is kept first: a later round must never find less than
 	// what was published. A memory that cannot be kept still lets a not
 	// ready condition out, so that no True outlives its sandbox.
@@ -94,7 +93,7 @@ func (c *Controller) publish(ctx context.Context, key string, pod *corev1.Pod, j
 		c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 		return err
 	}
-	c.ledger.sentTo(pod.UID, sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis})
+	c.state.sentTo(pod.UID, sentCondition{baseRV: pod.ResourceVersion, cond: cond, at: c.now(), basis: basis})
 	c.metrics.Published.WithLabelValues(string(cond.Status)).Inc()
 	c.observeLatency(pod.UID, want)
 	switch ev, ok := publish.EventFor(cur, want); {
@@ -137,7 +136,7 @@ func uidMismatch(err error) bool {
 // returns when to try again. The first refusal of a pod gets a Warning
 // Event; later ones only count.
 func (c *Controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error) time.Duration {
-	backoff, again := c.ledger.refuse(pod.UID, want, c.now())
+	backoff, again := c.state.refusedFor(pod.UID, want, c.now())
 	c.metrics.Refused.WithLabelValues(kubeapi.Reason(err)).Inc()
 	c.log.Warn("the API server refused the condition; not sending it again for a while", "pod", pod.Namespace+"/"+pod.Name, "err", err, "retryAfter", backoff)
 	if !again && c.recorder != nil {
@@ -151,7 +150,7 @@ func (c *Controller) refuse(pod *corev1.Pod, want corev1.PodCondition, err error
 // stillRefused reports whether want was refused for pod and its backoff
 // has not run out, with how long is left.
 func (c *Controller) stillRefused(uid types.UID, want corev1.PodCondition) (time.Duration, bool) {
-	return c.ledger.stillRefused(uid, want, c.now())
+	return c.state.stillRefused(uid, want, c.now())
 }
 
 // messageOnlyTooSoon reports whether want differs from what the pod shows
@@ -162,7 +161,7 @@ func (c *Controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition,
 	if cur == nil || cur.Status != want.Status || cur.Reason != want.Reason {
 		return 0, false
 	}
-	s, ok := c.ledger.lastSent(uid)
+	s, ok := c.state.lastSent(uid)
 	if !ok || s.basis != basis {
 		return 0, false
 	}
@@ -174,31 +173,32 @@ func (c *Controller) messageOnlyTooSoon(uid types.UID, cur *corev1.PodCondition,
 // the pod, which the cache does not show yet: patching again would only
 // repeat it.
 func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool {
-	s, ok := c.ledger.lastSent(pod.UID)
+	s, ok := c.state.lastSent(pod.UID)
 	return ok && s.baseRV == pod.ResourceVersion && publish.Shows(&s.cond, want)
 }
 
-// desired is judge's judgement of a gated pod, with its basis, which names
-// the marker files it comes from as they are on disk (not the re-checks'
-// progress).
-func (c *Controller) desired(pod *corev1.Pod) (judgement, string) {
+// desired is judge's judgement of a gated pod, what judging asks the
+// controller to do, and the judgement's basis, which names the marker
+// files it comes from as they are on disk (not the re-checks' progress).
+func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
 	var v podView
+	var a actions
 	var basis string
 	if !pod.Spec.HostNetwork {
-		v.Markers, v.Unreadable, v.NeverWrote, basis = c.podMarkers(pod)
-		v.Strays = c.index.strays()
+		v, a, basis = viewOf(c.readPod(pod), c.started, c.state.hasWorked)
+		v.Strays = c.state.strays()
 		v.Memory, v.Lost = c.podMemory(pod, &v)
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
-		Backoffs: c.installBackoffs(), HoldMax: c.opts.NotInEffectHoldMax}, c.now())
+		Backoffs: c.warnings.installBackoffs(), HoldMax: c.opts.NotInEffectHoldMax}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}
 	if j.FromStrays {
 		basis = "strays"
 	}
-	return j, basis
+	return j, a, basis
 }
 
 // podMemory reads what earlier rounds left to remember of pod, and

@@ -187,7 +187,7 @@ func TestAddWaitCountsEveryOutcomeOnce(t *testing.T) {
 	}
 	h.run()
 	// What comes after the first scan is new.
-	for deadline := time.Now().Add(10 * time.Second); !h.c.ready.Load(); time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(10 * time.Second); !h.c.Ready(); time.Sleep(10 * time.Millisecond) {
 		if time.Now().After(deadline) {
 			t.Fatal("the controller never became ready")
 		}

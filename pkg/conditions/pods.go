@@ -2,7 +2,6 @@ package conditions
 
 import (
 	"context"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -12,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -56,7 +54,7 @@ func (c *Controller) queueUnjudged() {
 		return
 	}
 	for _, pod := range pods {
-		if publish.Gated(pod, c.opts.ConditionType) && len(c.index.paths(pod.UID)) == 0 {
+		if publish.Gated(pod, c.opts.ConditionType) && len(c.state.paths(pod.UID)) == 0 {
 			c.queue.Add(pod.Namespace + "/" + pod.Name)
 		}
 	}
@@ -67,7 +65,7 @@ func (c *Controller) onPod(obj any) {
 	if !ok || !publish.Gated(pod, c.opts.ConditionType) {
 		return
 	}
-	c.gated.add(pod.UID)
+	c.state.podSeen(pod.UID)
 	if key, err := cache.MetaNamespaceKeyFunc(pod); err == nil {
 		c.queue.Add(key)
 	}
@@ -83,37 +81,10 @@ func (c *Controller) onPodDeleted(obj any) {
 	if !ok {
 		return
 	}
-	for _, path := range c.index.paths(pod.UID) {
-		c.rechecks.stop(path)
-	}
-	c.ledger.forget(pod.UID)
-	c.logs.forget(pod.Namespace + "/" + pod.Name)
-	c.gated.remove(pod.UID)
+	c.state.podGone(pod.UID, pod.Namespace+"/"+pod.Name)
 	if err := forgetMemory(c.opts.StateDir, pod.UID); err != nil {
 		c.log.Warn("cannot remove a deleted pod's memory; the next start sweeps it", "pod", pod.Namespace+"/"+pod.Name, "err", err)
 	}
-}
-
-// gatedPods are this node's pods with the readiness gate (gates are
-// immutable), for netready_gated_pods. Its lock guards only its map.
-type gatedPods struct {
-	metrics *metrics.Metrics
-	mu      sync.Mutex
-	uids    map[types.UID]bool
-}
-
-func (g *gatedPods) add(uid types.UID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.uids[uid] = true
-	g.metrics.GatedPods.Set(float64(len(g.uids)))
-}
-
-func (g *gatedPods) remove(uid types.UID) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	delete(g.uids, uid)
-	g.metrics.GatedPods.Set(float64(len(g.uids)))
 }
 
 // sweepMemory removes the memory of pods that left the node while the

@@ -32,7 +32,7 @@ func TestNoRecheckForRemovedMarker(t *testing.T) {
 		m, err := read(path)
 		// The first read by a worker (the scan read it before): DEL
 		// removes the file, and its event is handled, right after.
-		if err == nil && m.State == marker.StatePending && h.c.ready.Load() && raced.CompareAndSwap(false, true) {
+		if err == nil && m.State == marker.StatePending && h.c.Ready() && raced.CompareAndSwap(false, true) {
 			os.Remove(path)
 			h.c.onMarker(path)
 		}
