@@ -125,8 +125,8 @@ func FreePort(t testing.TB) int {
 	return 0
 }
 
-// ProcsMentioning lists processes whose command line mentions s (conmon
-// runs with crioRoot's paths).
+// ProcsMentioning lists processes whose command line mentions s (CRI-O's
+// conmon runs with paths under CRI-O's root).
 func ProcsMentioning(s string) []int {
 	var out []int
 	entries, _ := os.ReadDir("/proc")

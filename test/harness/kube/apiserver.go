@@ -53,9 +53,6 @@ const (
 	AgentUser  = "system:serviceaccount:kube-system:netready-sidecar"
 )
 
-// Port is the API server's loopback port.
-func (a *APIServer) Port() int { return a.port }
-
 // StartAPIServer starts etcd and kube-apiserver; extraArgs go to
 // kube-apiserver.
 func StartAPIServer(t testing.TB, extraArgs ...string) *APIServer {
@@ -181,6 +178,9 @@ func (a *APIServer) Config(token string) *rest.Config {
 	return &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", a.port), BearerToken: token,
 		TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
 }
+
+// Port is the API server's loopback port.
+func (a *APIServer) Port() int { return a.port }
 
 // applyRBAC creates the objects of deploy/rbac.yaml, the manifests users
 // apply, so that the tests run with exactly the rights they grant.
