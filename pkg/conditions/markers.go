@@ -32,7 +32,7 @@ func (c *Controller) scan(w *fsnotify.Watcher) {
 	seen, listed := map[string]bool{}, map[string]bool{}
 	for _, n := range nets {
 		if !n.IsDir() || strings.HasPrefix(n.Name(), ".") {
-			continue // the sidecar's own (MemoryDir): no network is named so
+			continue // the sidecar's own (statedir.PodMemories): no network is named so
 		}
 		dir := filepath.Join(c.opts.StateDir, n.Name())
 		if err := w.Add(dir); err != nil {

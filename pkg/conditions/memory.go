@@ -14,14 +14,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/statedir"
 )
 
-// MemoryDir is, in the state folder, where the sidecar keeps what it must
-// remember of each pod between rounds (memory), one file per pod UID. It
-// lives beside the markers, so that the two share a lifetime: a sidecar
-// restart keeps both, and a reboot that clears the markers clears it too.
-// It starts with a dot: no network folder can be named so.
-const MemoryDir = ".pods"
+// The sidecar keeps what it must remember of each pod between rounds
+// (memory) in statedir.PodMemories, one file per pod UID. It lives beside
+// the markers, so that the two share a lifetime: a sidecar restart keeps
+// both, and a reboot that clears the markers clears it too.
 
 // memoryVersion is the version of a memory file this sidecar writes and
 // reads; any other is unreadable, and so ends in not ready.
@@ -82,7 +81,7 @@ func (m memory) equal(o memory) bool {
 
 // memoryPath is where the memory of the pod uid is kept.
 func memoryPath(stateDir string, uid types.UID) string {
-	return filepath.Join(stateDir, MemoryDir, string(uid)+".json")
+	return filepath.Join(stateDir, statedir.PodMemories, string(uid)+statedir.MarkerSuffix)
 }
 
 // Why a memory could not be read: there is none (errNoMemory), or what
@@ -124,7 +123,7 @@ func writeMemory(stateDir string, uid types.UID, m memory) error {
 	if err != nil {
 		return err
 	}
-	if err := os.MkdirAll(filepath.Join(stateDir, MemoryDir), 0o755); err != nil {
+	if err := os.MkdirAll(filepath.Join(stateDir, statedir.PodMemories), 0o755); err != nil {
 		return fmt.Errorf("pod memory: %w", err)
 	}
 	if err := atomicfile.Write(memoryPath(stateDir, uid), append(data, '\n'), 0o644); err != nil {
@@ -141,33 +140,23 @@ func forgetMemory(stateDir string, uid types.UID) error {
 	return nil
 }
 
-// staleTempAge: a memory temp file unchanged this long was left by a
-// writer killed while writing.
-const staleTempAge = time.Minute
-
 // sweepMemory removes the memory of pods that are no longer on the node
 // (deleted while the sidecar was down), and temp files writers left.
 func sweepMemory(stateDir string, known func(types.UID) bool, now time.Time) error {
-	dir := filepath.Join(stateDir, MemoryDir)
-	entries, err := os.ReadDir(dir)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil
+	dir := filepath.Join(stateDir, statedir.PodMemories)
+	_, err := statedir.Sweep(dir, "", statedir.Modified, now)
+	entries, rerr := os.ReadDir(dir)
+	if errors.Is(rerr, fs.ErrNotExist) {
+		return err
 	}
-	if err != nil {
-		return fmt.Errorf("pod memory: %w", err)
-	}
-	var errs []error
+	errs := []error{err, rerr}
 	for _, e := range entries {
-		name := e.Name()
-		if _, tmp := atomicfile.TempTarget(name); tmp {
-			if info, err := e.Info(); err != nil || now.Sub(info.ModTime()) < staleTempAge {
-				continue
-			}
-		} else if uid, ok := strings.CutSuffix(name, ".json"); !ok || known(types.UID(uid)) {
+		uid, ok := strings.CutSuffix(e.Name(), statedir.MarkerSuffix)
+		if !ok || strings.HasPrefix(e.Name(), ".") || known(types.UID(uid)) {
 			continue
 		}
-		if err := os.Remove(filepath.Join(dir, name)); err != nil && !errors.Is(err, fs.ErrNotExist) {
-			errs = append(errs, err)
+		if err := os.Remove(filepath.Join(dir, e.Name())); err != nil && !errors.Is(err, fs.ErrNotExist) {
+			errs = append(errs, fmt.Errorf("pod memory: %w", err))
 		}
 	}
 	return errors.Join(errs...)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // ignoreMemory leaves the memory a judgement keeps out of a comparison of
@@ -221,7 +222,7 @@ func TestMemoryFile(t *testing.T) {
 	if err := sweepMemory(dir, func(types.UID) bool { return false }, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, MemoryDir, "u-1.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, statedir.PodMemories, "u-1.json")); !os.IsNotExist(err) {
 		t.Errorf("the memory of a pod no longer on the node was not swept: %v", err)
 	}
 }

@@ -11,16 +11,18 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/notes"
+	"github.com/netready/netready/pkg/statedir"
 )
 
 // WorkedFile is, in a network's marker folder, the sidecar's record that
 // a marker of the network was ready on this node: its preset's agent
 // has written what the preset waits for here at least once. It outlives
 // a sidecar restart, and the pods whose ready markers told (their DEL
-// removes those), as long as the state folder lasts (a reboot clears
-// /run). Like the plugin's and the installer's notes it starts with a
-// dot, so that neither GC nor the marker scan takes it for a marker.
-const WorkedFile = ".worked"
+// removes those), as long as the state folder lasts. A pending marker of
+// such a network that says its preset's agent is not set up is a blip of
+// an agent that works (a restart that took its folder away), not a node
+// where netready is not in effect: it is never given up on.
+const WorkedFile = statedir.Worked
 
 // readWorked learns, from a network folder's WorkedFile, that netready
 // worked for it before this sidecar started. The main loop alone calls
