@@ -19,7 +19,7 @@ TEST_VERSION := v0.0.0-test
 TEST_DIST := $(BIN)/dist
 TEST_ENV := NETREADY_DIST=$(TEST_DIST) NETREADY_VERSION=$(TEST_VERSION) NETREADY_IMAGE=$(BIN)/netready-image.tar NETREADY_BIN=$(BIN) NETREADY_CNI_BIN=$(CNI_BIN) NETREADY_CONTAINERD_BIN=$(CONTAINERD_BIN) NETREADY_K8S_BIN=$(K8S_BIN) NETREADY_CRIO_BIN=$(CRIO_BIN) NETREADY_CILIUM_BIN=$(CILIUM_BIN) NETREADY_PROMTOOL=$(PROMTOOL_BIN)/promtool NETREADY_HELM=$(HELM_BIN)/helm NETREADY_KREW=$(KREW_BIN)/krew NETREADY_CLIENT_IMAGE=$(BIN)/client-image.tar
 
-.PHONY: golangci race all build image client-image release test-release krew demo-node deps tools containerd k8s crio cilium promtool helm demo test unit integration bench fuzz lint clean
+.PHONY: golangci race all build image client-image release test-release krew demo-node deps tools containerd k8s crio cilium promtool helm generate demo test unit integration bench fuzz lint clean
 
 all: build
 
@@ -82,6 +82,11 @@ promtool:
 
 helm:
 	@scripts/build-helm.sh $(HELM_BIN)
+
+# deploy/'s generated files from the chart (scripts/gendeploy); the helm
+# room's TestDeployIsTheChartsRenderAsCommitted fails when they are stale.
+generate: helm
+	$(GO) run ./scripts/gendeploy -helm $(HELM_BIN)/helm
 
 demo: deps tools build
 	CNI_BIN=$(CNI_BIN) BIN=$(BIN) scripts/preserve-host.sh scripts/demo.sh

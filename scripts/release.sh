@@ -84,8 +84,8 @@ sed -i "s|^    newTag: dev$|    newTag: $version|" "$work/deploy/kustomization.y
 grep -q "newTag: $version" "$work/deploy/kustomization.yaml" || die "deploy/kustomization.yaml has no images entry with newTag: dev to pin"
 tar --sort=name --mtime=@0 --owner=0 --group=0 --numeric-owner -C "$work" -czf "$out/netready-$version-deploy.tar.gz" deploy
 
-# The Helm chart, netready-$version.tgz: it renders deploy/ through its
-# files/deploy link, which in this copy finds the pinned deploy/ above.
+# The Helm chart, netready-$version.tgz: deploy/'s source, its image the
+# chart's appVersion, set here to the release's.
 "$root/scripts/build-helm.sh" "$cache/helm" >&2
 mkdir -p "$work/charts" && cp -r "$root/charts/netready" "$work/charts/"
 "$cache/helm/helm" package "$work/charts/netready" --version "$version" --app-version "$version" -d "$out" 2>&1 >/dev/null \
