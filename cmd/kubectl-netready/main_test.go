@@ -20,8 +20,9 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/netready/netready/pkg/explain"
+	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // The tests run this test binary as the command itself: main, with its
@@ -190,7 +191,7 @@ func node(name string, tainted bool) corev1.Node {
 	n := corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	if tainted {
-		n.Spec.Taints = []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}
+		n.Spec.Taints = []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}
 	}
 	return n
 }
@@ -316,10 +317,10 @@ func TestProblems(t *testing.T) {
 		{"runtime network not ready", explain.NodeReport{Node: "a", ReadyMessage: "NetworkReady=false", Netready: ready},
 			[]string{"the runtime's network is not ready: NetworkReady=false"}},
 		{"pools", explain.NodeReport{Node: "a", RuntimeNetworkReady: true, Netready: ready, Tainted: true, Pools: []explain.Pool{
-			{Pool: taint.Pool{Network: "n1", Source: "host-local", State: taint.PoolExhausted}},
-			{Pool: taint.Pool{Network: "n2", Source: "calico-ipam", State: taint.PoolUnknown, Why: "syncing"}},
-			{Pool: taint.Pool{Network: "n3", Source: "cilium", State: taint.PoolRoom}},
-			{Pool: taint.Pool{Network: "n4", Source: "aws-vpc-cni", State: taint.PoolGrows}},
+			{Line: pool.Line{Network: "n1", Source: "host-local", State: pool.StateExhausted}},
+			{Line: pool.Line{Network: "n2", Source: "calico-ipam", State: pool.StateUnknown, Why: "syncing"}},
+			{Line: pool.Line{Network: "n3", Source: "cilium", State: pool.StateRoom}},
+			{Line: pool.Line{Network: "n4", Source: "aws-vpc-cni", State: pool.StateGrows}},
 		}}, []string{"tainted netready.io/pod-ips-exhausted:NoSchedule", "pool n1 (host-local) is exhausted", "pool n2 (calico-ipam) can't tell: syncing"}},
 		{"a warning", explain.NodeReport{Node: "a", RuntimeNetworkReady: true, Netready: ready, Warnings: []explain.Event{{Reason: "NetreadyConfigInvalid"}}},
 			[]string{"warning NetreadyConfigInvalid"}},

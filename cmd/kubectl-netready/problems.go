@@ -4,7 +4,8 @@ import (
 	"fmt"
 
 	"github.com/netready/netready/pkg/explain"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // problems names what on node n asks the operator to act: what status's
@@ -17,13 +18,13 @@ func problems(n explain.NodeReport) []string {
 		out = append(out, "the runtime's network is not ready: "+n.ReadyMessage)
 	}
 	if n.Tainted {
-		out = append(out, "tainted "+taint.Key+":NoSchedule")
+		out = append(out, "tainted "+nodewriter.Key+":NoSchedule")
 	}
 	for _, p := range n.Pools {
 		switch p.State {
-		case taint.PoolExhausted:
+		case pool.StateExhausted:
 			out = append(out, fmt.Sprintf("pool %s (%s) is exhausted", p.Network, p.Source))
-		case taint.PoolUnknown:
+		case pool.StateUnknown:
 			out = append(out, fmt.Sprintf("pool %s (%s) can't tell: %s", p.Network, p.Source, p.Why))
 		}
 	}

@@ -18,8 +18,8 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // Where deploy/ puts netready, and what it names.
@@ -298,14 +298,14 @@ func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fie
 		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && n.Name != name {
 			continue
 		}
-		r := NodeReport{Node: n.Name, RuntimeNetworkReady: true, Tainted: taint.Has(n)}
+		r := NodeReport{Node: n.Name, RuntimeNetworkReady: true, Tainted: nodewriter.Has(n)}
 		for _, cond := range n.Status.Conditions {
 			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
 				r.ReadyMessage = cond.Message
 				r.RuntimeNetworkReady = !strings.Contains(cond.Message, "NetworkReady=false")
 			}
 		}
-		if p := taint.Current(n); p != nil {
+		if p := nodewriter.Current(n); p != nil {
 			r.Pool = &Condition{Status: string(p.Status), Reason: p.Reason, Message: p.Message, Since: p.LastTransitionTime.Time, Age: age(now, p.LastTransitionTime.Time)}
 			r.Pools = poolsOf(n.Name, r.Pool)
 		}

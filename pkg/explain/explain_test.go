@@ -17,10 +17,11 @@ import (
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/netready/netready/pkg/conditions"
-	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/sidecar"
-	"github.com/netready/netready/pkg/taint"
 )
 
 const condType = "example.com/net-ready"
@@ -57,15 +58,15 @@ func TestExplainPod(t *testing.T) {
 	readyCond := &corev1.PodCondition{Type: condType, Status: corev1.ConditionTrue, Reason: publish.ReasonProgrammed,
 		Message: "network podnet (eth0) programmed after 212 ms", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}
 	tainted := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"},
-		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{taint.Condition(true, "podnet: 13 of 13 addresses in use (minFree 1), exhausted")}}}
+		Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{nodewriter.Condition(true, "podnet: 13 of 13 addresses in use (minFree 1), exhausted")}}}
 	ev := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "web.1"}, EventTime: metav1.NewMicroTime(now.Add(-40 * time.Second)),
 		ReportingController: "netready-sidecar", Reason: publish.ReasonNotProgrammed, Type: corev1.EventTypeWarning, Note: "ADD gave up waiting",
 		Regarding: corev1.ObjectReference{Kind: "Pod", Namespace: "shop", Name: "web", UID: "u-web"}}
 	ciliumFull := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
-			taint.Condition(true, "cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1), exhausted; podnet: 3 of 13 addresses in use (minFree 1)")}}}
+			nodewriter.Condition(true, "cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1), exhausted; podnet: 3 of 13 addresses in use (minFree 1)")}}}
 	sandboxEv := &eventsv1.Event{ObjectMeta: metav1.ObjectMeta{Namespace: "shop", Name: "stuck.1"}, EventTime: metav1.NewMicroTime(now.Add(-3 * time.Second)),
 		ReportingController: "kubelet", Reason: reasonSandboxError, Type: corev1.EventTypeWarning,
 		Note:      `Failed to create pod sandbox: plugin type="cilium-cni" failed (add): unable to allocate IP via local cilium agent: range is full`,
@@ -77,8 +78,8 @@ func TestExplainPod(t *testing.T) {
 	var crowd []runtime.Object
 	for _, name := range []string{"t1", "t2", "t3", "t4", "t5"} {
 		crowd = append(crowd, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{taint.Condition(true, "podnet: 5 of 5 addresses in use (minFree 1), exhausted")}}})
+			Spec:   corev1.NodeSpec{Taints: []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{nodewriter.Condition(true, "podnet: 5 of 5 addresses in use (minFree 1), exhausted")}}})
 	}
 	tests := []struct {
 		name      string
@@ -159,9 +160,9 @@ func TestNodes(t *testing.T) {
 		nodeEvent("e5", sidecarController, "PodIPsExhausted", "the taint has its own column", time.Minute),
 	}
 	pools := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"},
-		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Spec: corev1.NodeSpec{Taints: []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
-			taint.Condition(true, "cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1), exhausted; "+
+			nodewriter.Condition(true, "cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1), exhausted; "+
 				"aws (aws-vpc-cni): 3 of 5 addresses in use, 1 cooling down; the source can add addresses (minFree 1); "+
 				"podnet: 3 of 13 addresses in use in 10.1.0.0/28, 2 of 6 addresses in use in fd00::/125 (minFree 2); "+
 				"far (cilium); cannot tell: the Cilium agent: connection refused (minFree 1)")}}}
@@ -183,15 +184,15 @@ func TestNodes(t *testing.T) {
 	}
 	b := big.NewInt
 	wantPools := []Pool{
-		{Pool: taint.Pool{Network: "cilium", Source: "cilium", MinFree: 1, State: taint.PoolExhausted,
-			Ranges: []taint.PoolRange{{Set: "10.200.95.0/28", Free: b(0), Capacity: b(14), Used: 14}}},
+		{Line: pool.Line{Network: "cilium", Source: "cilium", MinFree: 1, State: pool.StateExhausted,
+			Ranges: []pool.LineRange{{Set: "10.200.95.0/28", Free: b(0), Capacity: b(14), Used: 14}}},
 			Do: "free addresses on n2 (delete pods there that can go); for more per node, a larger per-node pod CIDR (Cilium cluster-pool: clusterPoolIPv4MaskSize; " +
 				"kubernetes IPAM: kube-controller-manager --node-cidr-mask-size), which nodes get as they join"},
-		{Pool: taint.Pool{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, State: taint.PoolGrows,
-			Ranges: []taint.PoolRange{{Free: b(1), Capacity: b(5), Used: 3, Cooling: 1}}}},
-		{Pool: taint.Pool{Network: "podnet", Source: "host-local", MinFree: 2, State: taint.PoolRoom,
-			Ranges: []taint.PoolRange{{Set: "10.1.0.0/28", Free: b(10), Capacity: b(13), Used: 3}, {Set: "fd00::/125", Free: b(4), Capacity: b(6), Used: 2}}}},
-		{Pool: taint.Pool{Network: "far", Source: "cilium", MinFree: 1, State: taint.PoolUnknown, Why: "the Cilium agent: connection refused"}},
+		{Line: pool.Line{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, State: pool.StateGrows,
+			Ranges: []pool.LineRange{{Free: b(1), Capacity: b(5), Used: 3, Cooling: 1}}}},
+		{Line: pool.Line{Network: "podnet", Source: "host-local", MinFree: 2, State: pool.StateRoom,
+			Ranges: []pool.LineRange{{Set: "10.1.0.0/28", Free: b(10), Capacity: b(13), Used: 3}, {Set: "fd00::/125", Free: b(4), Capacity: b(6), Used: 2}}}},
+		{Line: pool.Line{Network: "far", Source: "cilium", MinFree: 1, State: pool.StateUnknown, Why: "the Cilium agent: connection refused"}},
 	}
 	if diff := cmp.Diff(wantPools, n2Pools, cmp.Comparer(func(a, b *big.Int) bool { return a.Cmp(b) == 0 })); diff != "" {
 		t.Errorf("n2's pools (-want +got):\n%s", diff)
@@ -222,7 +223,7 @@ n1: NetreadyStatusInactive (5m0s ago): cniVersion 0.3.1
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
 func TestOperatorReasonsAreTheSidecars(t *testing.T) {
-	want := []string{conditions.ReasonPresetNotWriting, poolwatch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, poolwatch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
+	want := []string{conditions.ReasonPresetNotWriting, watch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, watch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
 	if diff := cmp.Diff(want, operatorReasons); diff != "" {
 		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}
@@ -274,10 +275,10 @@ func TestPoolsOf(t *testing.T) {
 // that it taints nothing.
 func TestPoolStateWhileSyncing(t *testing.T) {
 	for _, tc := range []struct{ why, want string }{
-		{"ovn-kubernetes has not counted yet (the Node has not been read yet): " + taint.HeldMark, "can't tell yet, so the taint stays as it was: "},
+		{"ovn-kubernetes has not counted yet (the Node has not been read yet): " + pool.HeldMark, "can't tell yet, so the taint stays as it was: "},
 		{"the Cilium agent: connection refused", "can't tell, so it taints nothing: "},
 	} {
-		p := Pool{Pool: taint.Pool{State: taint.PoolUnknown, Why: tc.why}}
+		p := Pool{Line: pool.Line{State: pool.StateUnknown, Why: tc.why}}
 		if got := p.stateText(); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("stateText(%q) = %q, want it to begin %q", tc.why, got, tc.want)
 		}

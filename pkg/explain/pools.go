@@ -7,14 +7,14 @@ import (
 	"strings"
 	"time"
 
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // Pool is one network's IP pool on a node, as the sidecar's
 // NetworkPoolExhausted condition says it, and for an exhausted one what
 // the operator can do.
 type Pool struct {
-	taint.Pool
+	pool.Line
 	Do string `json:"do,omitempty"`
 }
 
@@ -23,20 +23,20 @@ func poolsOf(node string, c *Condition) []Pool {
 	if c == nil {
 		return nil
 	}
-	pools := taint.ParsePools(c.Message)
-	if c.Status == "True" && !slices.ContainsFunc(pools, func(p taint.Pool) bool { return p.State == taint.PoolExhausted || p.HeldExhausted }) {
+	pools := pool.ParseLine(c.Message)
+	if c.Status == "True" && !slices.ContainsFunc(pools, func(p pool.Line) bool { return p.State == pool.StateExhausted || p.HeldExhausted }) {
 		// A message without marks (an older sidecar's) on a tainted
 		// node: its short pools, by their counts (without hysteresis).
 		for i, p := range pools {
-			if p.State == taint.PoolRoom && slices.ContainsFunc(p.Ranges, func(r taint.PoolRange) bool { return r.Free.Cmp(big.NewInt(int64(p.MinFree))) < 0 }) {
-				pools[i].State = taint.PoolExhausted
+			if p.State == pool.StateRoom && slices.ContainsFunc(p.Ranges, func(r pool.LineRange) bool { return r.Free.Cmp(big.NewInt(int64(p.MinFree))) < 0 }) {
+				pools[i].State = pool.StateExhausted
 			}
 		}
 	}
 	var out []Pool
 	for _, p := range pools {
-		ps := Pool{Pool: p}
-		if p.State == taint.PoolExhausted {
+		ps := Pool{Line: p}
+		if p.State == pool.StateExhausted {
 			ps.Do = advice(node, p)
 		}
 		out = append(out, ps)
@@ -47,7 +47,7 @@ func poolsOf(node string, c *Condition) []Pool {
 // advice is what an operator can do about an exhausted pool: free
 // addresses on the node, or give nodes more of them, in the source's own
 // terms.
-func advice(node string, p taint.Pool) string {
+func advice(node string, p pool.Line) string {
 	free := "free addresses on " + node + " (delete pods there that can go)"
 	switch p.Source {
 	case "host-local":
@@ -68,7 +68,7 @@ func advice(node string, p taint.Pool) string {
 func (n *NodeReport) exhausted() []Pool {
 	var out []Pool
 	for _, p := range n.Pools {
-		if p.State == taint.PoolExhausted {
+		if p.State == pool.StateExhausted {
 			out = append(out, p)
 		}
 	}
@@ -101,11 +101,11 @@ func (p Pool) freeText() string {
 // stateText says the verdict for a person.
 func (p Pool) stateText() string {
 	switch p.State {
-	case taint.PoolExhausted:
+	case pool.StateExhausted:
 		return "exhausted"
-	case taint.PoolRoom:
+	case pool.StateRoom:
 		return "has room"
-	case taint.PoolGrows:
+	case pool.StateGrows:
 		return "can grow (the source adds addresses)"
 	}
 	if !p.Since.IsZero() {
@@ -116,7 +116,7 @@ func (p Pool) stateText() string {
 		return s
 	}
 	// An older sidecar's message.
-	if strings.HasSuffix(p.Why, taint.HeldMark) {
+	if strings.HasSuffix(p.Why, pool.HeldMark) {
 		return "can't tell yet, so the taint stays as it was: " + p.Why
 	}
 	return "can't tell, so it taints nothing: " + p.Why

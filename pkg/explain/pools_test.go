@@ -8,19 +8,19 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // TestHeldPoolSaysHeld: a pool that can't tell, as the sidecar writes it
-// (taint.HeldPart), reads in kubectl netready status as "held: can't tell
+// (pool.HeldPart), reads in kubectl netready status as "held: can't tell
 // since <when>: <cause>", never as room or "taints nothing", and says when
 // its last verdict keeps the taint.
 func TestHeldPoolSaysHeld(t *testing.T) {
 	since := time.Date(2026, 12, 1, 12, 0, 7, 0, time.UTC)
 	// wide has room, though at exactly minFree: the held pool is the
 	// taint's, so the counts of an unmarked message are not read for it.
-	msg := taint.HeldPart("cil (cilium)", since, "the Cilium agent: 503 Service Unavailable", 1, true) + "; " +
-		taint.HeldPart("edge: 3 of 5 addresses in use", since.Add(time.Minute), "host-local's dataDir /x does not exist here", 2, false) + "; " +
+	msg := pool.HeldPart("cil (cilium)", since, "the Cilium agent: 503 Service Unavailable", 1, true) + "; " +
+		pool.HeldPart("edge: 3 of 5 addresses in use", since.Add(time.Minute), "host-local's dataDir /x does not exist here", 2, false) + "; " +
 		"wide: 4 of 5 addresses in use (minFree 2)"
 	var out bytes.Buffer
 	WriteNodesText(&out, []NodeReport{{Node: "n1", Tainted: true, Pools: poolsOf("n1", &Condition{Status: "True", Message: msg})}})

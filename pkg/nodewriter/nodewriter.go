@@ -2,16 +2,17 @@
 // pool runs short: the NoSchedule taint netready.io/pod-ips-exhausted, the
 // NetworkPoolExhausted condition, and the patches that set them and touch
 // nothing else. The scheduler stops sending pods; nothing is evicted.
-package taint
+package nodewriter
 
 import (
 	"encoding/json"
 	"slices"
 	"time"
-	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/pkg/pool"
 )
 
 // Key is the taint's key; its effect is NoSchedule.
@@ -25,9 +26,6 @@ const (
 	ReasonExhausted = "PodIPsExhausted"
 	ReasonAvailable = "PodIPsAvailable"
 )
-
-// maxMessage keeps the condition readable in kubectl describe node.
-const maxMessage = 1024
 
 // Has reports whether the node carries the taint.
 func Has(node *corev1.Node) bool {
@@ -64,22 +62,8 @@ func Condition(short bool, message string) corev1.NodeCondition {
 	if short {
 		c.Status, c.Reason = corev1.ConditionTrue, ReasonExhausted
 	}
-	c.Message = Truncate(c.Message, maxMessage)
+	c.Message = pool.Truncate(c.Message, pool.MaxLine)
 	return c
-}
-
-// Truncate bounds s to max bytes, ending what it cuts with "...", and
-// never splits a character: the API server would store a broken one as
-// U+FFFD, or refuse it.
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	end := max - len("...")
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + "..."
 }
 
 // Current returns the node's condition, or nil.

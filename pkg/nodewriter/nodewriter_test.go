@@ -1,11 +1,9 @@
-package taint
+package nodewriter
 
 import (
 	"encoding/json"
-	"strings"
 	"testing"
 	"time"
-	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -79,36 +77,5 @@ func TestStatusPatch(t *testing.T) {
 				t.Errorf("condition %+v, want transition %v", c, tt.transition)
 			}
 		})
-	}
-}
-
-// TestTruncateKeepsCharactersWhole: a message cut at its byte bound ends
-// with "..." after a whole character, whichever byte of a multi-byte
-// character the bound falls on, and reads back as cut.
-func TestTruncateKeepsCharactersWhole(t *testing.T) {
-	for pad := range 4 {
-		msg := strings.Repeat("x", pad) + strings.Repeat("€", maxMessage) // 3 bytes each
-		got := Condition(false, msg).Message
-		if !utf8.ValidString(got) || len(got) > maxMessage || !strings.HasSuffix(got, "€...") {
-			t.Errorf("pad %d: message of %d bytes, valid UTF-8 %v, ends %q", pad, len(got), utf8.ValidString(got), got[max(0, len(got)-8):])
-		}
-		if !cut(got) {
-			t.Errorf("pad %d: the cut message does not read back as cut", pad)
-		}
-	}
-	for _, tt := range []struct {
-		in   string
-		max  int
-		want string
-	}{
-		{"short", 10, "short"},
-		{"exactly10!", 10, "exactly10!"},
-		{"aaébcdefgh", 6, "aa..."}, // the bound falls inside é
-		{"abcdefghijk", 6, "abc..."},
-		{"日本語テキスト", 9, "日本..."},
-	} {
-		if got := Truncate(tt.in, tt.max); got != tt.want {
-			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
-		}
 	}
 }

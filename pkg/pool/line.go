@@ -1,4 +1,4 @@
-package taint
+package pool
 
 import (
 	"math/big"
@@ -51,20 +51,38 @@ func HeldPart(head string, since time.Time, why string, minFree int, exhausted b
 	return s
 }
 
-// States of a Pool.
+// MaxLine bounds the condition's message that carries the pool line, so
+// that it stays readable in kubectl describe node.
+const MaxLine = 1024
+
+// Truncate bounds s to max bytes, ending what it cuts with "...", and
+// never splits a character: the API server would store a broken one as
+// U+FFFD, or refuse it.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	end := max - len("...")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
+}
+
+// States of a Line.
 const (
-	PoolExhausted = "exhausted"
-	PoolRoom      = "room"    // fewer than minFree are not missing
-	PoolGrows     = "grows"   // the source adds addresses by itself
-	PoolUnknown   = "unknown" // can't tell: Why says why
+	StateExhausted = "exhausted"
+	StateRoom      = "room"    // fewer than minFree are not missing
+	StateGrows     = "grows"   // the source adds addresses by itself
+	StateUnknown   = "unknown" // can't tell: Why says why
 )
 
-// Pool is one network's pool as the condition's message says it.
-type Pool struct {
+// Line is one network's pool as the condition's message says it.
+type Line struct {
 	Network string `json:"network"`
 	// Source is status.ipam's type: "host-local", "cilium", ...
 	Source  string      `json:"source"`
-	Ranges  []PoolRange `json:"ranges,omitempty"`
+	Ranges  []LineRange `json:"ranges,omitempty"`
 	MinFree int         `json:"minFree,omitempty"`
 	State   string      `json:"state"`
 	// Why is, for a pool that can't tell, the source's reason.
@@ -78,8 +96,8 @@ type Pool struct {
 	HeldExhausted bool `json:"heldExhausted,omitempty"`
 }
 
-// PoolRange is one range set's count (a pod takes one address from each).
-type PoolRange struct {
+// LineRange is one range set's count (a pod takes one address from each).
+type LineRange struct {
 	// Set names the range set when the message does ("10.1.0.0/28",
 	// "IPv6"); it does for a pool of several, and for an agent's CIDR.
 	Set      string   `json:"set,omitempty"`
@@ -100,26 +118,26 @@ var (
 	minFreeAt  = regexp.MustCompile(` \(minFree (\d+)\)`)
 )
 
-// ParsePools reads back the pools of a message the pool watch wrote, in
+// ParseLine reads back the pools of a message the pool watch wrote, in
 // its order. Text it does not know is skipped; a part cut short (the
 // message is bounded) can't tell.
-func ParsePools(msg string) []Pool {
+func ParseLine(msg string) []Line {
 	locs := partStart.FindAllStringSubmatchIndex(msg, -1)
-	out := make([]Pool, 0, len(locs))
+	out := make([]Line, 0, len(locs))
 	for i, loc := range locs {
 		end := len(msg)
 		if i+1 < len(locs) {
 			end = locs[i+1][0]
 		}
-		p := Pool{Network: msg[loc[2]:loc[3]], Source: "host-local"}
+		p := Line{Network: msg[loc[2]:loc[3]], Source: "host-local"}
 		bodyAt := loc[3]
 		if loc[4] >= 0 {
 			p.Source, bodyAt = msg[loc[4]:loc[5]], loc[5]+1
 		}
 		parsePart(&p, msg[bodyAt:end])
-		if i == len(locs)-1 && cut(msg) && p.State != PoolExhausted {
+		if i == len(locs)-1 && cut(msg) && p.State != StateExhausted {
 			// What followed, its mark among it, is lost.
-			p.State, p.Why = PoolUnknown, cutShort
+			p.State, p.Why = StateUnknown, cutShort
 		}
 		out = append(out, p)
 	}
@@ -132,22 +150,22 @@ const cutShort = "the condition's message is cut short before this pool's verdic
 // cut reports whether Condition cut the message at its bound, which it
 // moves back to the start of a character.
 func cut(msg string) bool {
-	return len(msg) > maxMessage-utf8.UTFMax && len(msg) <= maxMessage && strings.HasSuffix(msg, "...")
+	return len(msg) > MaxLine-utf8.UTFMax && len(msg) <= MaxLine && strings.HasSuffix(msg, "...")
 }
 
 // parsePart reads what follows the network and source.
-func parsePart(p *Pool, body string) {
+func parsePart(p *Line, body string) {
 	if counts, held, ok := strings.Cut(body, heldAt); ok {
 		parseHeld(p, counts, held)
 		return
 	}
 	if why, ok := strings.CutPrefix(body, ": cannot count: "); ok {
-		p.State, p.Why = PoolUnknown, why
+		p.State, p.Why = StateUnknown, why
 		return
 	}
 	m := minFreeAt.FindAllStringSubmatchIndex(body, -1)
 	if len(m) == 0 {
-		p.State, p.Why = PoolUnknown, cutShort
+		p.State, p.Why = StateUnknown, cutShort
 		p.Ranges = ranges(body)
 		return
 	}
@@ -155,24 +173,24 @@ func parsePart(p *Pool, body string) {
 	p.MinFree, _ = strconv.Atoi(body[last[2]:last[3]])
 	counts, tail := body[:last[0]], body[last[1]:]
 	if before, why, ok := strings.Cut(counts, "; cannot tell: "); ok {
-		p.Ranges, p.State, p.Why = ranges(before), PoolUnknown, why
+		p.Ranges, p.State, p.Why = ranges(before), StateUnknown, why
 		return
 	}
 	p.Ranges = ranges(counts)
 	switch {
 	case strings.HasPrefix(tail, ExhaustedMark):
-		p.State = PoolExhausted
+		p.State = StateExhausted
 	case strings.Contains(counts, "; the source can add addresses"):
-		p.State = PoolGrows
+		p.State = StateGrows
 	default:
-		p.State = PoolRoom
+		p.State = StateRoom
 	}
 }
 
 // parseHeld reads the part of a pool that can't tell: counts is what
 // precedes "; held: can't tell since ", held what follows it.
-func parseHeld(p *Pool, counts, held string) {
-	p.State, p.Ranges = PoolUnknown, ranges(counts)
+func parseHeld(p *Line, counts, held string) {
+	p.State, p.Ranges = StateUnknown, ranges(counts)
 	at, rest, _ := strings.Cut(held, ": ")
 	p.Since, _ = time.Parse(time.RFC3339, at)
 	m := minFreeAt.FindAllStringSubmatchIndex(rest, -1)
@@ -186,14 +204,14 @@ func parseHeld(p *Pool, counts, held string) {
 	p.HeldExhausted = strings.HasPrefix(rest[last[1]:], HeldExhaustedMark)
 }
 
-func ranges(s string) []PoolRange {
-	var out []PoolRange
+func ranges(s string) []LineRange {
+	var out []LineRange
 	for _, m := range rangeCount.FindAllStringSubmatch(s, -1) {
 		used, _ := strconv.ParseInt(m[1], 10, 64)
 		capacity, _ := new(big.Int).SetString(m[2], 10)
 		cooling, _ := strconv.ParseInt(m[3], 10, 64) // "" is 0
 		free := new(big.Int).Sub(capacity, big.NewInt(used+cooling))
-		out = append(out, PoolRange{Set: m[4], Free: free, Capacity: capacity, Used: used, Cooling: cooling})
+		out = append(out, LineRange{Set: m[4], Free: free, Capacity: capacity, Used: used, Cooling: cooling})
 	}
 	return out
 }

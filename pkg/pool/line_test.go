@@ -1,4 +1,4 @@
-package taint
+package pool
 
 import (
 	"fmt"
@@ -6,6 +6,7 @@ import (
 	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
 )
@@ -13,8 +14,8 @@ import (
 // bigEqual compares counts by value.
 var bigEqual = cmp.Comparer(func(a, b *big.Int) bool { return (a == nil) == (b == nil) && (a == nil || a.Cmp(b) == 0) })
 
-func rng(set string, free, capacity, used, cooling int64) PoolRange {
-	return PoolRange{Set: set, Free: big.NewInt(free), Capacity: big.NewInt(capacity), Used: used, Cooling: cooling}
+func rng(set string, free, capacity, used, cooling int64) LineRange {
+	return LineRange{Set: set, Free: big.NewInt(free), Capacity: big.NewInt(capacity), Used: used, Cooling: cooling}
 }
 
 // TestParsePools: each form the pool watch writes (the sources' own
@@ -24,62 +25,62 @@ func TestParsePools(t *testing.T) {
 	tests := []struct {
 		name string
 		msg  string
-		want []Pool
+		want []Line
 	}{
 		{"host-local, exhausted", "nr-node: 13 of 13 addresses in use (minFree 1), exhausted",
-			[]Pool{{Network: "nr-node", Source: "host-local", Ranges: []PoolRange{rng("", 0, 13, 13, 0)}, MinFree: 1, State: PoolExhausted}}},
+			[]Line{{Network: "nr-node", Source: "host-local", Ranges: []LineRange{rng("", 0, 13, 13, 0)}, MinFree: 1, State: StateExhausted}}},
 		{"host-local, room", "nr-node: 8 of 13 addresses in use (minFree 1)",
-			[]Pool{{Network: "nr-node", Source: "host-local", Ranges: []PoolRange{rng("", 5, 13, 8, 0)}, MinFree: 1, State: PoolRoom}}},
+			[]Line{{Network: "nr-node", Source: "host-local", Ranges: []LineRange{rng("", 5, 13, 8, 0)}, MinFree: 1, State: StateRoom}}},
 		{"cilium exhausted beside dual-stack host-local with a multi-range set and a huge IPv6 pool",
 			"cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1), exhausted; " +
 				"podnet: 3 of 13 addresses in use in 10.1.0.0/28,10.2.0.0/30, 2 of 18446744073709551614 addresses in use in fd00::/64 (minFree 2)",
-			[]Pool{
-				{Network: "cilium", Source: "cilium", Ranges: []PoolRange{rng("10.200.95.0/28", 0, 14, 14, 0)}, MinFree: 1, State: PoolExhausted},
-				{Network: "podnet", Source: "host-local", Ranges: []PoolRange{rng("10.1.0.0/28,10.2.0.0/30", 10, 13, 3, 0),
-					{Set: "fd00::/64", Free: new(big.Int).Sub(huge, big.NewInt(2)), Capacity: huge, Used: 2}}, MinFree: 2, State: PoolRoom},
+			[]Line{
+				{Network: "cilium", Source: "cilium", Ranges: []LineRange{rng("10.200.95.0/28", 0, 14, 14, 0)}, MinFree: 1, State: StateExhausted},
+				{Network: "podnet", Source: "host-local", Ranges: []LineRange{rng("10.1.0.0/28,10.2.0.0/30", 10, 13, 3, 0),
+					{Set: "fd00::/64", Free: new(big.Int).Sub(huge, big.NewInt(2)), Capacity: huge, Used: 2}}, MinFree: 2, State: StateRoom},
 			}},
 		{"aws, cooling down and growing", "aws (aws-vpc-cni): 3 of 5 addresses in use, 1 cooling down; the source can add addresses (minFree 1)",
-			[]Pool{{Network: "aws", Source: "aws-vpc-cni", Ranges: []PoolRange{rng("", 1, 5, 3, 1)}, MinFree: 1, State: PoolGrows}}},
+			[]Line{{Network: "aws", Source: "aws-vpc-cni", Ranges: []LineRange{rng("", 1, 5, 3, 1)}, MinFree: 1, State: StateGrows}}},
 		{"can't tell, no count; a reason with colons and parentheses",
 			`cilium (cilium); cannot tell: the Cilium agent: Get "http://cilium/v1/healthz": dial unix /run/c.sock: connect: no such file or directory (ENOENT) (minFree 1)`,
-			[]Pool{{Network: "cilium", Source: "cilium", MinFree: 1, State: PoolUnknown,
+			[]Line{{Network: "cilium", Source: "cilium", MinFree: 1, State: StateUnknown,
 				Why: `the Cilium agent: Get "http://cilium/v1/healthz": dial unix /run/c.sock: connect: no such file or directory (ENOENT)`}}},
 		{"can't tell, with a count: never exhausted", `cilium (cilium): 3 of 5 addresses in use; cannot tell: Cilium's IPv4 pool ("3/5 allocated") can grow through its operator (minFree 1)`,
-			[]Pool{{Network: "cilium", Source: "cilium", Ranges: []PoolRange{rng("", 2, 5, 3, 0)}, MinFree: 1, State: PoolUnknown,
+			[]Line{{Network: "cilium", Source: "cilium", Ranges: []LineRange{rng("", 2, 5, 3, 0)}, MinFree: 1, State: StateUnknown,
 				Why: `Cilium's IPv4 pool ("3/5 allocated") can grow through its operator`}}},
 		{"cannot count, then a network held after its entry left",
 			"podnet: cannot count: host-local's dataDir /var/lib/cni/networks does not exist here: mount it into the sidecar at the same path; " +
 				"old.net: 5 of 5 addresses in use (minFree 1), exhausted (its netready entry left the CNI config at 2026-11-24T12:00:00Z; still counted until 2026-11-24T12:10:00Z)",
-			[]Pool{
-				{Network: "podnet", Source: "host-local", State: PoolUnknown, Why: "host-local's dataDir /var/lib/cni/networks does not exist here: mount it into the sidecar at the same path"},
-				{Network: "old.net", Source: "host-local", Ranges: []PoolRange{rng("", 0, 5, 5, 0)}, MinFree: 1, State: PoolExhausted},
+			[]Line{
+				{Network: "podnet", Source: "host-local", State: StateUnknown, Why: "host-local's dataDir /var/lib/cni/networks does not exist here: mount it into the sidecar at the same path"},
+				{Network: "old.net", Source: "host-local", Ranges: []LineRange{rng("", 0, 5, 5, 0)}, MinFree: 1, State: StateExhausted},
 			}},
 		{"a source that cannot count names itself", "ovn (ovn-kubernetes): cannot count: ovn-kubernetes has not counted yet (listing)",
-			[]Pool{{Network: "ovn", Source: "ovn-kubernetes", State: PoolUnknown, Why: "ovn-kubernetes has not counted yet (listing)"}}},
+			[]Line{{Network: "ovn", Source: "ovn-kubernetes", State: StateUnknown, Why: "ovn-kubernetes has not counted yet (listing)"}}},
 		{"cut short by the bound", "a: 1 of 5 addresses in use (minFree 1); b: 5 of 5 addresses in use (min...",
-			[]Pool{
-				{Network: "a", Source: "host-local", Ranges: []PoolRange{rng("", 4, 5, 1, 0)}, MinFree: 1, State: PoolRoom},
-				{Network: "b", Source: "host-local", Ranges: []PoolRange{rng("", 0, 5, 5, 0)}, State: PoolUnknown, Why: "the condition's message is cut short before this pool's verdict"},
+			[]Line{
+				{Network: "a", Source: "host-local", Ranges: []LineRange{rng("", 4, 5, 1, 0)}, MinFree: 1, State: StateRoom},
+				{Network: "b", Source: "host-local", Ranges: []LineRange{rng("", 0, 5, 5, 0)}, State: StateUnknown, Why: "the condition's message is cut short before this pool's verdict"},
 			}},
 		{"held: can't tell since, with the counts it has, exhausted when last counted",
 			`cilium (cilium): 3 of 5 addresses in use; held: can't tell since 2026-12-01T12:00:07Z: the Cilium agent: GET "http://cilium/v1/healthz": 503 Service Unavailable (minFree 1), exhausted when last counted`,
-			[]Pool{{Network: "cilium", Source: "cilium", Ranges: []PoolRange{rng("", 2, 5, 3, 0)}, MinFree: 1, State: PoolUnknown, HeldExhausted: true,
+			[]Line{{Network: "cilium", Source: "cilium", Ranges: []LineRange{rng("", 2, 5, 3, 0)}, MinFree: 1, State: StateUnknown, HeldExhausted: true,
 				Since: time.Date(2026, 12, 1, 12, 0, 7, 0, time.UTC), Why: `the Cilium agent: GET "http://cilium/v1/healthz": 503 Service Unavailable`}}},
 		{"held without a count, room when last counted, then a network held after its entry left",
 			"podnet; held: can't tell since 2026-12-01T12:00:00Z: host-local's dataDir /x does not exist here: mount it (minFree 2); " +
 				"ovn (ovn-kubernetes); held: can't tell since 2026-12-01T12:01:00Z: ovn-kubernetes has not counted yet (listing) (minFree 1), exhausted when last counted (its netready entry left the CNI config at 2026-12-01T12:00:00Z; still counted until 2026-12-01T12:10:00Z)",
-			[]Pool{
-				{Network: "podnet", Source: "host-local", MinFree: 2, State: PoolUnknown, Since: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
+			[]Line{
+				{Network: "podnet", Source: "host-local", MinFree: 2, State: StateUnknown, Since: time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC),
 					Why: "host-local's dataDir /x does not exist here: mount it"},
-				{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: PoolUnknown, HeldExhausted: true, Since: time.Date(2026, 12, 1, 12, 1, 0, 0, time.UTC),
+				{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: StateUnknown, HeldExhausted: true, Since: time.Date(2026, 12, 1, 12, 1, 0, 0, time.UTC),
 					Why: "ovn-kubernetes has not counted yet (listing)"},
 			}},
-		{"no pool", "no network on this node has a pool netready watches", []Pool{}},
+		{"no pool", "no network on this node has a pool netready watches", []Line{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, ParsePools(tt.msg), bigEqual); diff != "" {
-				t.Errorf("ParsePools(%q) (-want +got):\n%s", tt.msg, diff)
+			if diff := cmp.Diff(tt.want, ParseLine(tt.msg), bigEqual); diff != "" {
+				t.Errorf("ParseLine(%q) (-want +got):\n%s", tt.msg, diff)
 			}
 		})
 	}
@@ -93,7 +94,7 @@ func TestParsePoolsAfterTheBound(t *testing.T) {
 	room := "net-%d: 1 of 5 addresses in use (minFree 1)"
 	for pad := range 60 {
 		var parts []string
-		for i := 0; len(strings.Join(parts, "; ")) <= maxMessage; i++ {
+		for i := 0; len(strings.Join(parts, "; ")) <= MaxLine; i++ {
 			// Every part of a whole message has room but one, which
 			// each pad moves across the bound.
 			p := fmt.Sprintf(room, i)
@@ -102,15 +103,15 @@ func TestParsePoolsAfterTheBound(t *testing.T) {
 			}
 			parts = append(parts, strings.Repeat("x", pad)+p)
 		}
-		msg := Condition(true, strings.Join(parts, "; ")).Message
-		pools := ParsePools(msg)
+		msg := Truncate(strings.Join(parts, "; "), MaxLine)
+		pools := ParseLine(msg)
 		for i, p := range pools {
-			want := PoolRoom
+			want := StateRoom
 			if i == 10 {
-				want = PoolExhausted
+				want = StateExhausted
 			}
 			if i == len(pools)-1 && (i != 10 || !strings.Contains(msg, fmt.Sprintf(part, i))) {
-				want = PoolUnknown
+				want = StateUnknown
 			}
 			if p.State != want {
 				t.Errorf("pad %d, pool %d of %d: state %q, want %q; message %q", pad, i, len(pools), p.State, want, msg)
@@ -126,11 +127,42 @@ func TestHeldPartReadsBack(t *testing.T) {
 	for _, exhausted := range []bool{true, false} {
 		for _, why := range []string{"the Cilium agent: 503", "calico-ipam: watch failed (minFree 3): x, y", "ünïcödé: (ENOENT)"} {
 			msg := HeldPart("a (cilium): 14 of 14 addresses in use", since, why, 2, exhausted)
-			want := []Pool{{Network: "a", Source: "cilium", Ranges: []PoolRange{rng("", 0, 14, 14, 0)}, MinFree: 2, State: PoolUnknown,
+			want := []Line{{Network: "a", Source: "cilium", Ranges: []LineRange{rng("", 0, 14, 14, 0)}, MinFree: 2, State: StateUnknown,
 				Why: why, Since: since.UTC(), HeldExhausted: exhausted}}
-			if diff := cmp.Diff(want, ParsePools(msg), bigEqual); diff != "" {
-				t.Errorf("ParsePools(%q) (-want +got):\n%s", msg, diff)
+			if diff := cmp.Diff(want, ParseLine(msg), bigEqual); diff != "" {
+				t.Errorf("ParseLine(%q) (-want +got):\n%s", msg, diff)
 			}
+		}
+	}
+}
+
+// TestTruncateKeepsCharactersWhole: a message cut at its byte bound ends
+// with "..." after a whole character, whichever byte of a multi-byte
+// character the bound falls on, and reads back as cut.
+func TestTruncateKeepsCharactersWhole(t *testing.T) {
+	for pad := range 4 {
+		msg := strings.Repeat("x", pad) + strings.Repeat("€", MaxLine) // 3 bytes each
+		got := Truncate(msg, MaxLine)
+		if !utf8.ValidString(got) || len(got) > MaxLine || !strings.HasSuffix(got, "€...") {
+			t.Errorf("pad %d: message of %d bytes, valid UTF-8 %v, ends %q", pad, len(got), utf8.ValidString(got), got[max(0, len(got)-8):])
+		}
+		if !cut(got) {
+			t.Errorf("pad %d: the cut message does not read back as cut", pad)
+		}
+	}
+	for _, tt := range []struct {
+		in   string
+		max  int
+		want string
+	}{
+		{"short", 10, "short"},
+		{"exactly10!", 10, "exactly10!"},
+		{"aaébcdefgh", 6, "aa..."}, // the bound falls inside é
+		{"abcdefghijk", 6, "abc..."},
+		{"日本語テキスト", 9, "日本..."},
+	} {
+		if got := Truncate(tt.in, tt.max); got != tt.want {
+			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
 	}
 }

@@ -10,13 +10,13 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/kubeapi"
-	"github.com/netready/netready/pkg/ovnpool"
-	"github.com/netready/netready/pkg/poolwatch"
+	"github.com/netready/netready/pkg/pool/ovn"
+	"github.com/netready/netready/pkg/pool/watch"
 )
 
 // clusterSource is a ClusterSource with the watches it runs.
 type clusterSource interface {
-	poolwatch.ClusterSource
+	watch.ClusterSource
 	Run(ctx context.Context)
 }
 
@@ -39,8 +39,8 @@ func newClusterSources(ctx context.Context, cfg *rest.Config, node string, log *
 	return &clusterSources{ctx: ctx, cfg: cfg, node: node, log: log.With("part", "pool"), made: map[string]clusterSource{}}
 }
 
-// get is poolwatch.ClusterSources.
-func (c *clusterSources) get(typ string) (poolwatch.ClusterSource, error) {
+// get is watch.ClusterSources.
+func (c *clusterSources) get(typ string) (watch.ClusterSource, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.made[typ]; ok {
@@ -78,7 +78,7 @@ func (c *clusterSources) get(typ string) (poolwatch.ClusterSource, error) {
 }
 
 // madeSource is a source that runs until the pool watch releases it
-// (poolwatch.Releaser), when no network counts from it any more.
+// (watch.Releaser), when no network counts from it any more.
 type madeSource struct {
 	clusterSource
 	release func()
@@ -94,5 +94,5 @@ func (c *clusterSources) ovn() (clusterSource, error) {
 	if err != nil {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
-	return ovnpool.New(ovnpool.Options{Client: client, Node: c.node, Log: c.log}), nil
+	return ovn.New(ovn.Options{Client: client, Node: c.node, Log: c.log}), nil
 }

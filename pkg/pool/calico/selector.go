@@ -1,4 +1,4 @@
-package calicoipam
+package calico
 
 import (
 	"fmt"

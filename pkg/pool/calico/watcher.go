@@ -4,7 +4,7 @@
 // custom resources (crd.projectcalico.org/v1), so the sidecar watches them
 // and judges by calico-ipam's own auto-assign rules whether a pod on this
 // node can still get an address.
-package calicoipam
+package calico
 
 import (
 	"context"
@@ -45,7 +45,7 @@ var nodes = schema.GroupVersionResource{Version: "v1", Resource: "nodes"}
 // Options configure a Watcher.
 type Options struct {
 	// Dynamic reads Calico's kinds and this node's labels; the typed
-	// clientset would add about 12 MB to every sidecar for one GET.
+	// clientset would grow every sidecar for one GET (docs/benchmarks.md).
 	Dynamic dynamic.Interface
 	// Node is this node's name: its blocks are those with affinity
 	// "host:<Node>".

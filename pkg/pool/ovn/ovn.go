@@ -5,7 +5,7 @@
 // annotations, which a tenant can write. Both are in the API server, so
 // the node's plugin cannot read them: the sidecar counts, and STATUS
 // reads its verdict (pkg/pool).
-package ovnpool
+package ovn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package ovnpool
+package ovn
 
 import (
 	"context"

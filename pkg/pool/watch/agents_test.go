@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -25,7 +25,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/nodewriter"
 )
 
 // TestAgentPoolTaint: a Cilium pool (a stand-in agent on a unix socket)
@@ -65,7 +65,7 @@ func TestAgentPoolTaint(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	tainted := func() bool {
 		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		return err == nil && taint.Has(n)
+		return err == nil && nodewriter.Has(n)
 	}
 	waitUntil(t, "the taint at Cilium's 14 of 14", tainted)
 	wantEvent(t, rec, "Warning PodIPsExhausted", `cilium (cilium): 14 of 14 addresses in use in 10.200.95.0/28 (minFree 1)`)

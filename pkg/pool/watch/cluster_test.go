@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -24,8 +24,8 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // fakeCluster is a ClusterSource whose count the test sets.
@@ -89,7 +89,7 @@ func TestClusterPoolTaint(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	tainted := func() bool {
 		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		return err == nil && taint.Has(n)
+		return err == nil && nodewriter.Has(n)
 	}
 	verdict := func() pool.Count {
 		return pool.ReadVerdict(pool.VerdictPath(stateDir, "ovn"), "ovn-kubernetes", time.Now())

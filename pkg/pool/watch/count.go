@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -14,7 +14,6 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // judgement is one count of every watched pool.
@@ -96,8 +95,8 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
 			if exhausted {
 				// Which network is short, for people and for kubectl netready
-				// (taint.ParsePools reads the message back).
-				msg += taint.ExhaustedMark
+				// (pool.ParseLine reads the message back).
+				msg += pool.ExhaustedMark
 			}
 		}
 		if g, ok := held[n.Network]; ok {

@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"errors"
@@ -12,7 +12,6 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // Can't tell changes no taint. A pool that cannot be counted (an error),
@@ -67,7 +66,7 @@ func (w *Watcher) heldPart(n pool.Network, cnt pool.Count, err error, why string
 		c.Unknown, c.Grows = "", false
 		head = c.Describe(n.Network, n.Source.Type())
 	}
-	return taint.HeldPart(head, w.held[n.Network], why, n.MinFree, exhausted)
+	return pool.HeldPart(head, w.held[n.Network], why, n.MinFree, exhausted)
 }
 
 // heldKey is the held networks, for noticing that the set changed.

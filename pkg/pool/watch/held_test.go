@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -27,8 +27,8 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // A pool's three answers in TestCantTellHoldsTheTaint.
@@ -114,7 +114,7 @@ func heldSources() []heldSource {
 					status.Store(map[int]string{answerFull: "IPv4: 14/14 allocated from 10.200.95.0/28, ", answerRoom: "IPv4: 5/14 allocated from 10.200.95.0/28, "}[a])
 				}, nil
 			}},
-		{name: "aws-vpc-cni while ipamd restarts", why: "503 Service Unavailable", room: taint.PoolGrows,
+		{name: "aws-vpc-cni while ipamd restarts", why: "503 Service Unavailable", room: pool.StateGrows,
 			setup: func(t *testing.T, confDir string) (func(int), ClusterSources) {
 				var enis, metricsFile atomic.Value
 				srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
@@ -182,11 +182,11 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				c := taint.Current(n)
+				c := nodewriter.Current(n)
 				if c == nil {
-					return taint.Has(n), corev1.NodeCondition{}
+					return nodewriter.Has(n), corev1.NodeCondition{}
 				}
-				return taint.Has(n), *c
+				return nodewriter.Has(n), *c
 			}
 			unknownEvents := func() []string {
 				var got []string
@@ -212,9 +212,9 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 				t.Helper()
 				has, c := state(full)
 				s := shown{Tainted: has, Status: c.Status}
-				if pools := taint.ParsePools(c.Message); len(pools) == 1 {
+				if pools := pool.ParseLine(c.Message); len(pools) == 1 {
 					s.State, s.HeldExhausted, s.Since = pools[0].State, pools[0].HeldExhausted, pools[0].Since
-					if pools[0].State == taint.PoolUnknown && !strings.Contains(pools[0].Why, src.why) {
+					if pools[0].State == pool.StateUnknown && !strings.Contains(pools[0].Why, src.why) {
 						t.Errorf("held pool's cause %q does not name %q", pools[0].Why, src.why)
 					}
 				} else {
@@ -224,12 +224,12 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 			}
 
 			set(answerFull)
-			if diff := cmp.Diff(shown{Tainted: true, Status: corev1.ConditionTrue, State: taint.PoolExhausted}, show(false)); diff != "" {
+			if diff := cmp.Diff(shown{Tainted: true, Status: corev1.ConditionTrue, State: pool.StateExhausted}, show(false)); diff != "" {
 				t.Fatalf("exhausted (-want +got):\n%s", diff)
 			}
 			set(answerCantTell)
 			began := clock
-			want := shown{Tainted: true, Status: corev1.ConditionTrue, State: taint.PoolUnknown, HeldExhausted: true, Since: began}
+			want := shown{Tainted: true, Status: corev1.ConditionTrue, State: pool.StateUnknown, HeldExhausted: true, Since: began}
 			for _, step := range []time.Duration{0, 7 * time.Second, clusterSyncLimit, time.Hour} {
 				clock = clock.Add(step)
 				for _, full := range []bool{false, true} {
@@ -246,14 +246,14 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 			state(false) // hysteresis aside: 9 of 14 free lifts it at once
 			room := src.room
 			if room == "" {
-				room = taint.PoolRoom
+				room = pool.StateRoom
 			}
 			if diff := cmp.Diff(shown{Status: corev1.ConditionFalse, State: room}, show(false)); diff != "" {
 				t.Errorf("room again (-want +got):\n%s", diff)
 			}
 			set(answerCantTell)
 			began = clock
-			want = shown{Status: corev1.ConditionFalse, State: taint.PoolUnknown, Since: began}
+			want = shown{Status: corev1.ConditionFalse, State: pool.StateUnknown, Since: began}
 			for _, step := range []time.Duration{0, clusterSyncLimit + time.Minute} {
 				clock = clock.Add(step)
 				if diff := cmp.Diff(want, show(false)); diff != "" {
@@ -264,7 +264,7 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 				t.Errorf("Events of the second spell of can't tell = %q, want one", got)
 			}
 			set(answerFull)
-			if diff := cmp.Diff(shown{Tainted: true, Status: corev1.ConditionTrue, State: taint.PoolExhausted}, show(false)); diff != "" {
+			if diff := cmp.Diff(shown{Tainted: true, Status: corev1.ConditionTrue, State: pool.StateExhausted}, show(false)); diff != "" {
 				t.Errorf("exhausted again (-want +got):\n%s", diff)
 			}
 		})
@@ -280,7 +280,7 @@ func TestCantTellFromTheStartHoldsTheNode(t *testing.T) {
 		t.Run(fmt.Sprint("tainted ", tainted), func(t *testing.T) {
 			n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node}}
 			if tainted {
-				n.Spec.Taints = []corev1.Taint{{Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}
+				n.Spec.Taints = []corev1.Taint{{Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}
 			}
 			client := fake.NewClientset(n)
 			confDir := t.TempDir()
@@ -300,10 +300,10 @@ func TestCantTellFromTheStartHoldsTheNode(t *testing.T) {
 				}
 			}
 			got, _ := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-			if taint.Has(got) != tainted {
-				t.Errorf("tainted = %v after rounds that can't tell, want %v as the node was", taint.Has(got), tainted)
+			if nodewriter.Has(got) != tainted {
+				t.Errorf("tainted = %v after rounds that can't tell, want %v as the node was", nodewriter.Has(got), tainted)
 			}
-			if c := taint.Current(got); c == nil || !strings.Contains(c.Message, "; held: can't tell since ") {
+			if c := nodewriter.Current(got); c == nil || !strings.Contains(c.Message, "; held: can't tell since ") {
 				t.Errorf("condition = %+v, want it to say held", c)
 			}
 		})

@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -21,12 +21,12 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 // TestConditionMessageReadsBack: the NetworkPoolExhausted message the
-// watch writes reads back (taint.ParsePools, as kubectl netready reads
+// watch writes reads back (pool.ParseLine, as kubectl netready reads
 // it) as each network's pool: its source, counts, minFree, and whether it
 // is the exhausted one, has room, or can't tell, why, and since when.
 func TestConditionMessageReadsBack(t *testing.T) {
@@ -68,16 +68,16 @@ func TestConditionMessageReadsBack(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		cond = taint.Current(n)
+		cond = nodewriter.Current(n)
 		return cond != nil && cond.Status == corev1.ConditionTrue && strings.Count(cond.Message, "minFree") == 4 && strings.Contains(cond.Message, "ovn (")
 	})
-	got := taint.ParsePools(cond.Message)
+	got := pool.ParseLine(cond.Message)
 	if len(got) == 4 && strings.HasPrefix(got[0].Why, "the Cilium agent: ") && strings.Contains(got[0].Why, gone) {
 		got[0].Why = "the Cilium agent: ..."
 	}
 	for i, p := range got {
 		// Held since the watch's first count: within this test.
-		if p.State == taint.PoolUnknown {
+		if p.State == pool.StateUnknown {
 			if p.Since.Before(start.Truncate(time.Second)) || p.Since.After(time.Now()) {
 				t.Errorf("pool %s held since %v, not since the watch began at %v", p.Network, p.Since, start)
 			}
@@ -85,11 +85,11 @@ func TestConditionMessageReadsBack(t *testing.T) {
 		}
 	}
 	n := big.NewInt
-	want := []taint.Pool{
-		{Network: "cilium", Source: "cilium", MinFree: 1, State: taint.PoolUnknown, Why: "the Cilium agent: ..."},
-		{Network: "edge", Source: "host-local", MinFree: 2, State: taint.PoolExhausted, Ranges: []taint.PoolRange{{Free: n(1), Capacity: n(5), Used: 4}}},
-		{Network: "wide", Source: "host-local", MinFree: 1, State: taint.PoolRoom, Ranges: []taint.PoolRange{{Free: n(12), Capacity: n(13), Used: 1}}},
-		{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: taint.PoolUnknown,
+	want := []pool.Line{
+		{Network: "cilium", Source: "cilium", MinFree: 1, State: pool.StateUnknown, Why: "the Cilium agent: ..."},
+		{Network: "edge", Source: "host-local", MinFree: 2, State: pool.StateExhausted, Ranges: []pool.LineRange{{Free: n(1), Capacity: n(5), Used: 4}}},
+		{Network: "wide", Source: "host-local", MinFree: 1, State: pool.StateRoom, Ranges: []pool.LineRange{{Free: n(12), Capacity: n(13), Used: 1}}},
+		{Network: "ovn", Source: "ovn-kubernetes", MinFree: 1, State: pool.StateUnknown,
 			Why: "ovn-kubernetes has not counted yet (its watches are listing)"},
 	}
 	if diff := cmp.Diff(want, got, cmp.Comparer(func(a, b *big.Int) bool { return a.Cmp(b) == 0 })); diff != "" {

@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"os"

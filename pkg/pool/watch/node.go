@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
-	"github.com/netready/netready/pkg/taint"
+	"github.com/netready/netready/pkg/nodewriter"
 )
 
 // reconcile counts every pool and, when the verdict differs from what the
@@ -28,7 +28,7 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 		if err != nil {
 			return fmt.Errorf("get node: %w", err)
 		}
-		has := taint.Has(node)
+		has := nodewriter.Has(node)
 		w.seeded, w.applied = &has, &has
 		w.setTainted(has)
 		full = true
@@ -50,17 +50,17 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 	if err != nil {
 		return fmt.Errorf("get node: %w", err)
 	}
-	if len(w.nets) == 0 && len(w.gone) == 0 && !taint.Has(node) && taint.Current(node) == nil {
+	if len(w.nets) == 0 && len(w.gone) == 0 && !nodewriter.Has(node) && nodewriter.Current(node) == nil {
 		return nil // never touched: nothing to say
 	}
-	if p := taint.SpecPatch(node, want); p != nil {
+	if p := nodewriter.SpecPatch(node, want); p != nil {
 		if node, err = w.nodes.PatchNode(ctx, w.node, types.MergePatchType, p); err != nil {
 			return fmt.Errorf("patch the taint: %w", err)
 		}
-		w.log.Info("node taint", "taint", taint.Key, "present", want, "pools", strings.Join(j.message, "; "))
+		w.log.Info("node taint", "taint", nodewriter.Key, "present", want, "pools", strings.Join(j.message, "; "))
 		w.recordTaint(node, want, len(j.held) > 0, strings.Join(j.message, "; "))
 	}
-	has := taint.Has(node)
+	has := nodewriter.Has(node)
 	w.applied = &has
 	w.setTainted(has)
 	msg := strings.Join(j.message, "; ")
@@ -69,9 +69,9 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 	}
 	// The message alone is rewritten only on full rounds: counts move with
 	// every pod, and every write to a Node reaches every watcher of nodes.
-	if p := taint.StatusPatch(node, taint.Condition(want, msg), w.now(), full); p != nil {
+	if p := nodewriter.StatusPatch(node, nodewriter.Condition(want, msg), w.now(), full); p != nil {
 		if _, err := w.nodes.PatchNode(ctx, w.node, types.StrategicMergePatchType, p, "status"); err != nil {
-			return fmt.Errorf("patch the %s condition: %w", taint.ConditionType, err)
+			return fmt.Errorf("patch the %s condition: %w", nodewriter.ConditionType, err)
 		}
 	}
 	w.heldSaid = held
@@ -94,16 +94,16 @@ func (w *Watcher) recordTaint(node *corev1.Node, on, held bool, pools string) {
 		return
 	}
 	if on {
-		w.events.Eventf(node, nil, corev1.EventTypeWarning, taint.ReasonExhausted, "Taint",
-			"netready tainted the node %s:NoSchedule: new pods go to other nodes until an IP pool has room: %s", taint.Key, pools)
+		w.events.Eventf(node, nil, corev1.EventTypeWarning, nodewriter.ReasonExhausted, "Taint",
+			"netready tainted the node %s:NoSchedule: new pods go to other nodes until an IP pool has room: %s", nodewriter.Key, pools)
 		return
 	}
 	room := "every IP pool has room"
 	if held {
 		room = "no IP pool is exhausted (one that can't tell keeps its last verdict, room)"
 	}
-	w.events.Eventf(node, nil, corev1.EventTypeNormal, taint.ReasonAvailable, "Untaint",
-		"netready lifted %s: %s: %s", taint.Key, room, pools)
+	w.events.Eventf(node, nil, corev1.EventTypeNormal, nodewriter.ReasonAvailable, "Untaint",
+		"netready lifted %s: %s: %s", nodewriter.Key, room, pools)
 }
 
 // LiftAll is the pool side of an uninstall: it takes netready's taint and
@@ -119,14 +119,14 @@ func LiftAll(ctx context.Context, nodes kubeapi.Client, node string, log *slog.L
 		if err != nil {
 			return fmt.Errorf("get node: %w", err)
 		}
-		if p := taint.SpecPatch(n, false); p != nil {
+		if p := nodewriter.SpecPatch(n, false); p != nil {
 			if n, err = nodes.PatchNode(ctx, node, types.MergePatchType, p); err != nil {
 				return fmt.Errorf("remove the taint: %w", err)
 			}
 		}
-		if p := taint.RemoveConditionPatch(n); p != nil {
+		if p := nodewriter.RemoveConditionPatch(n); p != nil {
 			if _, err := nodes.PatchNode(ctx, node, types.StrategicMergePatchType, p, "status"); err != nil {
-				return fmt.Errorf("remove the %s condition: %w", taint.ConditionType, err)
+				return fmt.Errorf("remove the %s condition: %w", nodewriter.ConditionType, err)
 			}
 		}
 		return nil
@@ -136,7 +136,7 @@ func LiftAll(ctx context.Context, nodes kubeapi.Client, node string, log *slog.L
 		err := lift()
 		if err == nil {
 			h.SetUnready(healthPart, nil)
-			log.Info("uninstall: the node carries no netready taint or condition", "taint", taint.Key)
+			log.Info("uninstall: the node carries no netready taint or condition", "taint", nodewriter.Key)
 			return
 		}
 		log.Error("uninstall: could not lift the taint; will retry", "err", err, "retryAfter", backoff)

@@ -6,7 +6,7 @@
 // that STATUS counts instead, it keeps STATUS's count fresh, and for
 // pools whose truth is in the API server it keeps the verdict STATUS
 // reads.
-package poolwatch
+package watch
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package poolwatch
+package watch
 
 import (
 	"context"
@@ -29,8 +29,8 @@ import (
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/taint"
 )
 
 const node = "node-a"
@@ -82,7 +82,7 @@ func TestPoolWatchRestartsAndReportsHealth(t *testing.T) {
 	waitUntil(t, "/healthz ok once the watch runs", func() bool { code, _ := healthz(); return code == http.StatusOK })
 	tainted := func() bool {
 		n, err := client.CoreV1().Nodes().Get(context.Background(), node, metav1.GetOptions{})
-		return err == nil && taint.Has(n)
+		return err == nil && nodewriter.Has(n)
 	}
 	waitUntil(t, "the taint for 4 of 5 in use with minFree 2", tainted)
 	// The Node's Events: one when the taint goes on and one when it comes
@@ -127,10 +127,10 @@ func TestUninstallLiftsTaintAndCondition(t *testing.T) {
 	other := corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule}
 	client := fake.NewClientset(&corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{other, {Key: taint.Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{other, {Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
 			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
-			taint.Condition(true, "podnet: 13 of 13 addresses in use"),
+			nodewriter.Condition(true, "podnet: 13 of 13 addresses in use"),
 		}},
 	})
 	h := health.New()

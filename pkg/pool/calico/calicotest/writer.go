@@ -17,7 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/dynamic"
 
-	"github.com/netready/netready/pkg/calicoipam"
+	"github.com/netready/netready/pkg/pool/calico"
 )
 
 // Writer writes through a dynamic client.
@@ -27,7 +27,7 @@ type Writer struct {
 
 func object(kind, name string, spec map[string]any) *unstructured.Unstructured {
 	return &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": calicoipam.Group + "/v1", "kind": kind,
+		"apiVersion": calico.Group + "/v1", "kind": kind,
 		"metadata": map[string]any{"name": name},
 		"spec":     spec,
 	}}
@@ -52,7 +52,7 @@ func (w *Writer) SetConfig(ctx context.Context, c Config) error {
 	if c.CooldownSeconds > 0 {
 		spec["ipCooldownSeconds"] = int64(c.CooldownSeconds)
 	}
-	return w.apply(ctx, calicoipam.IPAMConfigs, object("IPAMConfig", "default", spec))
+	return w.apply(ctx, calico.IPAMConfigs, object("IPAMConfig", "default", spec))
 }
 
 // Pool is an IPPool's spec.
@@ -70,7 +70,7 @@ func (w *Writer) SetPool(ctx context.Context, p Pool) error {
 	if sel == "" {
 		sel = "all()"
 	}
-	return w.apply(ctx, calicoipam.IPPools, object("IPPool", p.Name, map[string]any{
+	return w.apply(ctx, calico.IPPools, object("IPPool", p.Name, map[string]any{
 		"cidr": p.CIDR, "blockSize": int64(p.BlockSize), "nodeSelector": sel, "disabled": p.Disabled,
 		"allowedUses": []any{"Workload", "Tunnel"}, "ipipMode": "Never", "vxlanMode": "Always", "natOutgoing": true,
 	}))
@@ -102,7 +102,7 @@ func (w *Writer) Claim(ctx context.Context, node, cidr string) error {
 	aff := object("BlockAffinity", node+"-"+CIDRName(p), map[string]any{
 		"node": node, "cidr": p.String(), "state": "pending", "deleted": "false", "type": "host",
 	})
-	affs := w.Dynamic.Resource(calicoipam.BlockAffinities)
+	affs := w.Dynamic.Resource(calico.BlockAffinities)
 	created, err := affs.Create(ctx, aff, metav1.CreateOptions{})
 	if err != nil {
 		return fmt.Errorf("claim %s for %s: affinity: %w", cidr, node, err)
@@ -117,7 +117,7 @@ func (w *Writer) Claim(ctx context.Context, node, cidr string) error {
 		"allocations": allocs, "unallocated": unalloc, "attributes": []any{},
 		"strictAffinity": false, "sequenceNumber": time.Now().UnixNano(), "sequenceNumberForAllocation": map[string]any{},
 	})
-	if _, err := w.Dynamic.Resource(calicoipam.IPAMBlocks).Create(ctx, blk, metav1.CreateOptions{}); err != nil {
+	if _, err := w.Dynamic.Resource(calico.IPAMBlocks).Create(ctx, blk, metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("claim %s for %s: block: %w", cidr, node, err)
 	}
 	if err := unstructured.SetNestedField(created.Object, "confirmed", "spec", "state"); err != nil {
@@ -208,7 +208,7 @@ func (w *Writer) updateBlock(ctx context.Context, cidr string, change func(spec 
 	if err != nil {
 		return err
 	}
-	ri := w.Dynamic.Resource(calicoipam.IPAMBlocks)
+	ri := w.Dynamic.Resource(calico.IPAMBlocks)
 	var last error
 	for range 10 {
 		u, err := ri.Get(ctx, CIDRName(p), metav1.GetOptions{})

@@ -13,8 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	dynfake "k8s.io/client-go/dynamic/fake"
 
-	"github.com/netready/netready/pkg/calicoipam"
 	"github.com/netready/netready/pkg/pool"
+	"github.com/netready/netready/pkg/pool/calico"
 )
 
 // The writer's objects read back as calico-ipam's: the watcher counts
@@ -24,8 +24,8 @@ func TestWriterAllocatesAsCalicoIPAM(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	dyn := dynfake.NewSimpleDynamicClientWithCustomListKinds(runtime.NewScheme(), map[schema.GroupVersionResource]string{
-		calicoipam.IPAMBlocks: "IPAMBlockList", calicoipam.BlockAffinities: "BlockAffinityList",
-		calicoipam.IPAMConfigs: "IPAMConfigList", calicoipam.IPPools: "IPPoolList",
+		calico.IPAMBlocks: "IPAMBlockList", calico.BlockAffinities: "BlockAffinityList",
+		calico.IPAMConfigs: "IPAMConfigList", calico.IPPools: "IPPoolList",
 	}, &unstructured.Unstructured{Object: map[string]any{"apiVersion": "v1", "kind": "Node", "metadata": map[string]any{"name": "n1"}}})
 	w := &Writer{Dynamic: dyn}
 	must := func(err error) {
@@ -43,7 +43,7 @@ func TestWriterAllocatesAsCalicoIPAM(t *testing.T) {
 	must(w.Release(ctx, "10.0.0.0/28", 3, true))
 	must(w.Release(ctx, "10.0.0.0/28", 2, false))
 
-	cw := calicoipam.New(calicoipam.Options{Dynamic: dyn, Node: "n1"})
+	cw := calico.New(calico.Options{Dynamic: dyn, Node: "n1"})
 	go cw.Run(ctx)
 	var c pool.Count
 	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
