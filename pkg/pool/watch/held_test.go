@@ -123,7 +123,7 @@ func heldSources() []heldSource {
 						http.Error(w, "Service Unavailable", http.StatusServiceUnavailable)
 						return
 					}
-					data, _ := os.ReadFile(filepath.Join("..", "pool", "testdata", "aws", name.Load().(string)))
+					data, _ := os.ReadFile(filepath.Join("..", "testdata", "aws", name.Load().(string)))
 					w.Write(data)
 				}))
 				t.Cleanup(srv.Close)
