@@ -20,8 +20,8 @@ import (
 	"github.com/netready/netready/test/harness/kube"
 )
 
-// chartDir is charts/netready, which renders deploy/ through its
-// files/deploy link.
+// chartDir is charts/netready, the source deploy/'s base is generated
+// from (scripts/gendeploy).
 const chartDir = "../../../charts/netready"
 
 // helmLabels are the labels the chart adds to every object, and the only
@@ -160,11 +160,14 @@ func parseQuickStartRows(t *testing.T, section string) []quickStartRow {
 }
 
 // comparable strips what may differ between the two renders: the labels
-// the chart adds (after checking they are there), and whitespace runs in
-// CEL expressions. kustomize's YAML reader (go-yaml v3) keeps one more
-// line break than Helm's (go-yaml v2) before a more-indented line of a
-// folded scalar (`>-`), as admission.yaml's expressions have; CEL reads
-// both alike.
+// the chart adds (after checking they are there), whitespace runs in
+// CEL expressions, and the order of named list items. kustomize's YAML
+// reader (go-yaml v3) keeps one more line break than Helm's (go-yaml v2)
+// before a more-indented line of a folded scalar (`>-`), as
+// admission.yaml's expressions have; CEL reads both alike. kustomize's
+// strategic merge puts a component's containers, env and volumes before
+// the base's; the chart keeps the base's first, and a pod means the same
+// either way.
 func comparable(t *testing.T, objs map[string]map[string]any, fromHelm bool) map[string]map[string]any {
 	t.Helper()
 	for key, o := range objs {
@@ -182,8 +185,31 @@ func comparable(t *testing.T, objs map[string]map[string]any, fromHelm bool) map
 			}
 		}
 		squashCEL(o)
+		sortNamed(o)
 	}
 	return objs
+}
+
+// sortNamed sorts, everywhere in v, the lists of containers, env,
+// volumes and volumeMounts by name.
+func sortNamed(v any) {
+	switch v := v.(type) {
+	case map[string]any:
+		for k, x := range v {
+			if list, ok := x.([]any); ok && slices.Contains([]string{"containers", "initContainers", "env", "volumes", "volumeMounts"}, k) {
+				slices.SortStableFunc(list, func(a, b any) int {
+					an, _ := a.(map[string]any)["name"].(string)
+					bn, _ := b.(map[string]any)["name"].(string)
+					return strings.Compare(an, bn)
+				})
+			}
+			sortNamed(x)
+		}
+	case []any:
+		for _, x := range v {
+			sortNamed(x)
+		}
+	}
 }
 
 func squashCEL(v any) {
@@ -281,28 +307,27 @@ func TestHelmChartRefusesUnknownAndMistypedValues(t *testing.T) {
 }
 
 // TestHelmChartRefusesADeployItCannotRenderAsKustomizeWould: the chart
-// renders deploy/ through a link, so a construct of kustomize's that its
-// templates do not apply must fail the render, naming it, rather than
-// render something else than `kubectl kustomize`.
+// is deploy/'s source, so a generated file of deploy/ edited by hand, which
+// kustomize would render and the chart would not, fails the generated
+// copy's check, naming the file, rather than letting the two drift apart.
 func TestHelmChartRefusesADeployItCannotRenderAsKustomizeWould(t *testing.T) {
 	dir := t.TempDir()
 	harness.MustRun(t, "cp", "-r", "../../../deploy", dir)
 	harness.MustRun(t, "mkdir", "-p", filepath.Join(dir, "charts"))
-	// cp -r keeps files/deploy a link, which now finds the copy.
 	harness.MustRun(t, "cp", "-r", chartDir, filepath.Join(dir, "charts"))
-	chart := filepath.Join(dir, "charts", "netready")
-	kube.MustHelm(t, "", "template", "netready", chart)
-	kust := filepath.Join(dir, "deploy", "kustomization.yaml")
-	data, err := os.ReadFile(kust)
+	if stale := staleGenerated(t, dir); len(stale) > 0 {
+		t.Fatalf("a fresh copy of the repository is stale in %v", stale)
+	}
+	ds := filepath.Join(dir, "deploy", "daemonset.yaml")
+	data, err := os.ReadFile(ds)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(kust, append(data, "namePrefix: acme-\n"...), 0o644); err != nil {
+	if err := os.WriteFile(ds, []byte(strings.Replace(string(data), "hostNetwork: true", "hostNetwork: true\n      dnsPolicy: ClusterFirstWithHostNet", 1)), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	out, err := kube.HelmCmd(t, "", "template", "netready", chart)
-	if err == nil || !strings.Contains(out, "namePrefix") {
-		t.Errorf("helm template with namePrefix in deploy/kustomization.yaml = %v\n%s\nwant a failure naming namePrefix", err, out)
+	if stale := staleGenerated(t, dir); !slices.Equal(stale, []string{"deploy/daemonset.yaml"}) {
+		t.Errorf("with deploy/daemonset.yaml edited by hand, the stale files are %v, want [deploy/daemonset.yaml]", stale)
 	}
 }
 
@@ -366,7 +391,7 @@ func TestHelmChartValuesReachTheObjectsTheyName(t *testing.T) {
 			[]string{"port: metrics"}},
 	}
 	for _, tt := range tests {
-		objs := objectsOf(t, kube.MustHelm(t, "", append([]string{"template", "netready", chartDir}, tt.sets...)...))
+		objs := objectsOf(t, kube.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "kube-system"}, tt.sets...)...))
 		var found []byte
 		for key, o := range objs {
 			if strings.HasPrefix(key, tt.kind) {
@@ -404,7 +429,7 @@ func TestHelmChartPoolIPAMTakesEachSourcesKeys(t *testing.T) {
 		{"host-local with its ranges", `{"type":"host-local","ranges":[[{"subnet":"10.200.9.0/24"}]],"dataDir":"/var/lib/cni/networks"}`,
 			`"ranges":[[{"subnet":"10.200.9.0/24"}]]`},
 	} {
-		objs := objectsOf(t, kube.MustHelm(t, "", "template", "netready", chartDir, "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam))
+		objs := objectsOf(t, kube.MustHelm(t, "", "template", "netready", chartDir, "--namespace", "kube-system", "--set", "pool.enabled=true", "--set-json", "pool.ipam="+tc.ipam))
 		var data map[string]any
 		for key, o := range objs {
 			if strings.HasPrefix(key, "ConfigMap/kube-system/netready-entry-") {
