@@ -22,6 +22,7 @@ import (
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/pending"
 )
@@ -98,7 +99,7 @@ type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s
 // from all of the pod's markers. Its work queue holds pod keys
 // (namespace/name). What its main loop, workers, re-checks and informer
 // share has one owner, state; the Node's warnings have theirs,
-// nodeWarnings.
+// nodewriter.Warnings.
 type Controller struct {
 	opts     Config
 	client   kubeapi.Client
@@ -118,7 +119,7 @@ type Controller struct {
 	started time.Time
 
 	state    *state
-	warnings *nodeWarnings
+	warnings *nodewriter.Warnings
 
 	// The main loop alone uses these. journals follow each network's
 	// outcome journal.
@@ -140,7 +141,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		state:    newState(m),
 		journals: map[string]*outcome.Reader{},
 	}
-	c.warnings = newNodeWarnings(o.NodeName, recorder, log, m, func() time.Time { return c.now() }, o.Unobserved, o.NotInEffectHoldMax)
+	c.warnings = nodewriter.NewWarnings(o.NodeName, recorder, log, m, func() time.Time { return c.now() }, o.Unobserved, o.NotInEffectHoldMax)
 	return c
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -41,7 +42,7 @@ type judgeOptions struct {
 	// pod whose sandbox came up after one began may have skipped
 	// netready: with no marker, it is held not ready for at most HoldMax
 	// after its sandbox came up, then judged as any unobserved pod.
-	Backoffs []backoff
+	Backoffs []nodewriter.Backoff
 	// HoldMax also bounds how long a pod whose pending markers all wait on
 	// a preset that never wrote on this node (podView.NeverWrote) is held
 	// after its ADD began: then it, too, is judged as an unobserved pod.
@@ -207,7 +208,7 @@ func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string,
 // seconds, so one of the same second counts as after. A pod that shows
 // True is never held: that would take a pod that may have served for
 // days out of its Services on a note about something else.
-func heldBy(o judgeOptions, cur *corev1.PodCondition, since, now time.Time) (*backoff, time.Duration) {
+func heldBy(o judgeOptions, cur *corev1.PodCondition, since, now time.Time) (*nodewriter.Backoff, time.Duration) {
 	if o.HoldMax <= 0 || (cur != nil && cur.Status == corev1.ConditionTrue) {
 		return nil, 0
 	}

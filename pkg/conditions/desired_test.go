@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -115,7 +116,7 @@ func TestJudgeInstallBackoff(t *testing.T) {
 	noted := now.Add(-10*time.Minute + 300*time.Millisecond) // the note file's time
 	const why = "netready-install stops putting it back"
 	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, UnobservedReady: true,
-		Backoffs: []backoff{{Msg: why, Since: noted}}, HoldMax: 15 * time.Minute}
+		Backoffs: []nodewriter.Backoff{{Msg: why, Since: noted}}, HoldMax: 15 * time.Minute}
 	upSince := func(at time.Time, conds ...corev1.PodCondition) *corev1.Pod {
 		conds = append(conds, corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(at)})
 		return &corev1.Pod{Status: corev1.PodStatus{Conditions: conds, PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}}}
@@ -149,7 +150,7 @@ func TestJudgeInstallBackoff(t *testing.T) {
 		{"no bound set: nothing held", upSince(now.Add(-time.Minute)), func(o *judgeOptions) { o.HoldMax = 0 },
 			judgement{Cond: unseen, Publish: true}},
 		{"the earliest backoff that began before the sandbox holds it", upSince(now.Add(-time.Minute)), func(o *judgeOptions) {
-			o.Backoffs = []backoff{{Msg: "earlier", Since: now.Add(-time.Hour)}, {Msg: why, Since: noted}}
+			o.Backoffs = []nodewriter.Backoff{{Msg: "earlier", Since: now.Add(-time.Hour)}, {Msg: why, Since: noted}}
 		}, judgement{Cond: publish.NotObservedHeld("T", "earlier"), Publish: true, After: 14 * time.Minute}},
 		{"within the grace: not judged yet", upSince(now.Add(-10 * time.Second)), nil, judgement{After: 20 * time.Second}},
 	}

@@ -15,6 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/publish"
@@ -170,7 +171,7 @@ type actions struct {
 	Recheck     []markerFile
 	StopRecheck []string
 	// Presets: the markers as last checked, for the Node's warnings.
-	Presets []presetSeen
+	Presets []nodewriter.Preset
 }
 
 // viewOf is, purely, what the pod's marker files as read tell: the view
@@ -200,7 +201,7 @@ func viewOf(files []markerFile, started time.Time, worked func(network string) b
 		} else {
 			a.StopRecheck = append(a.StopRecheck, f.Path)
 		}
-		a.Presets = append(a.Presets, presetSeen{Network: m.Network, Why: presetNotWriting(m), Ready: m.State == marker.StateReady})
+		a.Presets = append(a.Presets, nodewriter.Preset{Network: m.Network, Why: presetNotWriting(m), Ready: m.State == marker.StateReady})
 		if why := neverWrote(m, fresh, worked); why != "" {
 			v.NeverWrote[m] = why
 		}
@@ -218,7 +219,7 @@ func (c *Controller) do(a actions) {
 		c.state.recheckStopped(path)
 	}
 	for _, p := range a.Presets {
-		c.warnings.presetSeen(p, c.state.hasWorked(p.Network))
+		c.warnings.PresetSeen(p, c.state.hasWorked(p.Network))
 	}
 }
 

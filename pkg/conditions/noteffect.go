@@ -10,6 +10,7 @@ import (
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/statedir"
 )
@@ -89,8 +90,8 @@ func presetNotWriting(m *marker.Marker) string {
 // Node's warnings. The main loop alone calls it.
 func (c *Controller) readNotes(dir string) {
 	network := filepath.Base(dir)
-	for _, k := range nodeNoteKinds {
-		path := filepath.Join(dir, k.file)
+	for _, file := range nodewriter.NoteFiles {
+		path := filepath.Join(dir, file)
 		msg, written := "", time.Time{}
 		if data, err := os.ReadFile(path); err == nil {
 			msg = strings.TrimSpace(string(data))
@@ -98,7 +99,7 @@ func (c *Controller) readNotes(dir string) {
 				written = info.ModTime()
 			}
 		}
-		if c.warnings.noteRead(network, k, msg, written) && k.file == notes.InstallBackoffFile {
+		if c.warnings.NoteRead(network, file, msg, written) && file == notes.InstallBackoffFile {
 			// Pods judged NotObserved while it stood, or after, change.
 			c.queueUnjudged()
 		}

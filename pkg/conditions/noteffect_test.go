@@ -12,6 +12,7 @@ import (
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pending"
 	"github.com/netready/netready/pkg/publish"
 )
@@ -87,9 +88,9 @@ func TestPresetThatNeverWroteIsGivenUpOn(t *testing.T) {
 		t.Errorf("condition %+v after %s; want True, NotObserved, naming the cause, after the bound", c, time.Since(start))
 	}
 	evs := strings.Join(h.eventsWith("Warning NotObserved"), "\n")
-	if !strings.Contains(evs, "Warning NotObserved sandbox c-u-a; netready is not in effect") || !strings.Contains(evs, "Warning "+ReasonPresetNotWriting) ||
+	if !strings.Contains(evs, "Warning NotObserved sandbox c-u-a; netready is not in effect") || !strings.Contains(evs, "Warning "+nodewriter.ReasonPresetNotWriting) ||
 		!strings.Contains(evs, "--not-in-effect-hold-max") {
-		t.Errorf("events:\n%s\nwant a Warning NotObserved on the pod naming the cause, and the Node's %s naming the bound", evs, ReasonPresetNotWriting)
+		t.Errorf("events:\n%s\nwant a Warning NotObserved on the pod naming the cause, and the Node's %s naming the bound", evs, nodewriter.ReasonPresetNotWriting)
 	}
 
 	// The marker read back at start tells of the past: not given up on

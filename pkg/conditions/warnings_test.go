@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/netready/netready/pkg/kubeapi"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/notes"
 )
 
@@ -27,7 +28,7 @@ func TestStandingWarningsAreRepeated(t *testing.T) {
 		for deadline := time.After(within); ; {
 			select {
 			case e := <-h.recorder.Events:
-				if strings.Contains(e, "Warning "+ReasonInvalidConfig) {
+				if strings.Contains(e, "Warning "+nodewriter.ReasonInvalidConfig) {
 					n++
 				}
 			case <-deadline:

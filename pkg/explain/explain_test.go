@@ -16,7 +16,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
-	"github.com/netready/netready/pkg/conditions"
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/pkg/pool/watch"
@@ -223,7 +222,7 @@ n1: NetreadyStatusInactive (5m0s ago): cniVersion 0.3.1
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
 func TestOperatorReasonsAreTheSidecars(t *testing.T) {
-	want := []string{conditions.ReasonPresetNotWriting, watch.ReasonStatusInactive, conditions.ReasonInstallBackedOff, conditions.ReasonInvalidConfig, watch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
+	want := []string{nodewriter.ReasonPresetNotWriting, watch.ReasonStatusInactive, nodewriter.ReasonInstallBackedOff, nodewriter.ReasonInvalidConfig, watch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
 	if diff := cmp.Diff(want, operatorReasons); diff != "" {
 		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}

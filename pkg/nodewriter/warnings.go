@@ -1,4 +1,4 @@
-package conditions
+package nodewriter
 
 import (
 	"cmp"
@@ -35,24 +35,28 @@ const (
 	ReasonPresetNotWriting = "NetreadyPresetNotWriting"
 )
 
-// nodeNote is one kind of note and how it is raised.
-type nodeNote struct {
+// noteKind is one kind of note and how it is raised.
+type noteKind struct {
 	file, reason, action string
 	metric               func(*metrics.Metrics) *prometheus.GaugeVec
 }
 
-var nodeNoteKinds = []nodeNote{
+var noteKinds = []noteKind{
 	{notes.InvalidConfigFile, ReasonInvalidConfig, "ValidateConfig", func(m *metrics.Metrics) *prometheus.GaugeVec { return m.ConfigInvalid }},
 	{notes.InstallBackoffFile, ReasonInstallBackedOff, "Install", func(m *metrics.Metrics) *prometheus.GaugeVec { return m.InstallBackedOff }},
 }
 
-// nodeWarnings are the warnings for the operator that stand on this Node:
-// the notes the plugin and the installer leave, and presets whose agent
-// writes nothing. Each is a Warning Event on the Node when it is raised,
-// again after kubeapi.RepeatWarningAfter while it holds, and a metric. It
-// is fed what was seen (noteRead, presetSeen) and owns what it keeps
-// behind its one lock; Events are recorded after the lock is released.
-type nodeWarnings struct {
+// NoteFiles are the files of a network folder whose notes Warnings
+// follows (NoteRead).
+var NoteFiles = []string{notes.InvalidConfigFile, notes.InstallBackoffFile}
+
+// Warnings are the warnings for the operator that stand on this Node: the
+// notes the plugin and the installer leave, and presets whose agent writes
+// nothing. Each is a Warning Event on the Node when it is raised, again
+// after kubeapi.RepeatWarningAfter while it holds, and a metric. It is fed
+// what was seen (NoteRead, PresetSeen) and owns what it keeps behind its
+// one lock; Events are recorded after the lock is released.
+type Warnings struct {
 	node     string
 	recorder kubeapi.EventRecorder
 	log      *slog.Logger
@@ -70,8 +74,11 @@ type nodeWarnings struct {
 	presets map[string]standing
 }
 
-func newNodeWarnings(node string, recorder kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, now func() time.Time, unobserved string, hold time.Duration) *nodeWarnings {
-	return &nodeWarnings{node: node, recorder: recorder, log: log, metrics: m, now: now, unobserved: unobserved, hold: hold,
+// NewWarnings returns the warnings of Node node. unobserved and hold are
+// the sidecar's --unobserved and --not-in-effect-hold-max, which a preset's
+// Event names.
+func NewWarnings(node string, recorder kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, now func() time.Time, unobserved string, hold time.Duration) *Warnings {
+	return &Warnings{node: node, recorder: recorder, log: log, metrics: m, now: now, unobserved: unobserved, hold: hold,
 		notes: map[string]standing{}, presets: map[string]standing{}}
 }
 
@@ -89,10 +96,15 @@ func (s standing) due(msg string, now time.Time) bool {
 	return msg != "" && s.msg == msg && now.Sub(s.raised) >= kubeapi.RepeatWarningAfter
 }
 
-// noteRead: a network's note of kind k says msg ("" once it is gone),
-// written at written. It reports whether the note changed, not only came
-// due again: pods judged while an install backoff stood change with it.
-func (w *nodeWarnings) noteRead(network string, k nodeNote, msg string, written time.Time) bool {
+// NoteRead: a network's note file (one of NoteFiles) says msg ("" once it
+// is gone), written at written. It reports whether the note changed, not
+// only came due again.
+func (w *Warnings) NoteRead(network, file, msg string, written time.Time) bool {
+	i := slices.IndexFunc(noteKinds, func(k noteKind) bool { return k.file == file })
+	if i < 0 {
+		return false
+	}
+	k := noteKinds[i]
 	now := w.now()
 	key := k.file + " " + network
 	w.mu.Lock()
@@ -129,20 +141,20 @@ func (w *nodeWarnings) noteRead(network string, k nodeNote, msg string, written 
 	return true
 }
 
-// presetSeen is a marker of a network as last checked: why its checks say
-// its preset's agent is not set up to write ("" if they do not), and
-// whether it is ready.
-type presetSeen struct {
+// Preset is a marker of a network as last checked: why its checks say its
+// preset's agent is not set up to write ("" if they do not), and whether
+// it is ready.
+type Preset struct {
 	Network, Why string
 	Ready        bool
 }
 
-// presetSeen raises, once per network and message (and again after
+// PresetSeen raises, once per network and message (and again after
 // kubeapi.RepeatWarningAfter while it holds), a check that says its
 // preset's agent is not set up, as netready_preset_not_writing{network} 1
 // and a Node Event; a ready marker of the network clears it. worked says
 // netready worked for the network on this node before.
-func (w *nodeWarnings) presetSeen(p presetSeen, worked bool) {
+func (w *Warnings) PresetSeen(p Preset, worked bool) {
 	now := w.now()
 	w.mu.Lock()
 	old := w.presets[p.Network]
@@ -165,7 +177,7 @@ func (w *nodeWarnings) presetSeen(p presetSeen, worked bool) {
 	w.log.Warn("a preset's agent is not set up to write what netready waits for: every pod of the network waits its whole timeout", "network", p.Network, "why", p.Why)
 	then := ""
 	if !worked {
-		// As judge gives up on them.
+		// As the pod controller gives up on them.
 		then = fmt.Sprintf(", and, as it never wrote on this node, its gated pods are judged as pods netready did not see (--unobserved=%s) %s after their ADD began (--not-in-effect-hold-max)",
 			w.unobserved, w.hold)
 	}
@@ -173,7 +185,7 @@ func (w *nodeWarnings) presetSeen(p presetSeen, worked bool) {
 }
 
 // warn records a Warning Event about this node.
-func (w *nodeWarnings) warn(reason, action, note string, args ...any) {
+func (w *Warnings) warn(reason, action, note string, args ...any) {
 	if w.recorder == nil {
 		return
 	}
@@ -182,26 +194,26 @@ func (w *nodeWarnings) warn(reason, action, note string, args ...any) {
 	w.recorder.Eventf(node, nil, corev1.EventTypeWarning, reason, action, note, args...)
 }
 
-// backoff is the installer's note that it stopped putting the entry back.
-type backoff struct {
+// Backoff is the installer's note that it stopped putting the entry back.
+type Backoff struct {
 	Msg string
 	// Since is when the note was first written, as far as the sidecar
 	// saw it stand.
 	Since time.Time
 }
 
-// installBackoffs returns the installer's backoffs that stand on any
+// InstallBackoffs returns the installer's backoffs that stand on any
 // network of the node, earliest first: pods started since may have
 // skipped netready.
-func (w *nodeWarnings) installBackoffs() []backoff {
+func (w *Warnings) InstallBackoffs() []Backoff {
 	w.mu.Lock()
-	var out []backoff
+	var out []Backoff
 	for key, note := range w.notes {
 		if strings.HasPrefix(key, notes.InstallBackoffFile+" ") {
-			out = append(out, backoff{Msg: note.msg, Since: note.written})
+			out = append(out, Backoff{Msg: note.msg, Since: note.written})
 		}
 	}
 	w.mu.Unlock()
-	slices.SortFunc(out, func(a, b backoff) int { return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Msg, b.Msg)) })
+	slices.SortFunc(out, func(a, b Backoff) int { return cmp.Or(a.Since.Compare(b.Since), strings.Compare(a.Msg, b.Msg)) })
 	return out
 }

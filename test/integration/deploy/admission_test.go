@@ -19,7 +19,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/netready/netready/pkg/conditions"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
@@ -145,8 +145,8 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 		}{
 			{"SandboxChanged about a pod", event("e1", "Pod", "web-a", "default", publish.ReasonSandboxChanged, "netready-sidecar-node-a"), true},
 			{"NetreadyConfigInvalid about its own Node", event("e2", "Node", "node-a", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), true},
-			{"NetreadyPresetNotWriting about its own Node", event("e6", "Node", "node-a", "default", conditions.ReasonPresetNotWriting, "netready-sidecar-node-a"), true},
-			{"NetreadyInstallBackedOff about its own Node", event("e7", "Node", "node-a", "default", conditions.ReasonInstallBackedOff, "netready-sidecar-node-a"), true},
+			{"NetreadyPresetNotWriting about its own Node", event("e6", "Node", "node-a", "default", nodewriter.ReasonPresetNotWriting, "netready-sidecar-node-a"), true},
+			{"NetreadyInstallBackedOff about its own Node", event("e7", "Node", "node-a", "default", nodewriter.ReasonInstallBackedOff, "netready-sidecar-node-a"), true},
 			{"NetreadyStatusInactive about its own Node", event("e8", "Node", "node-a", "default", watch.ReasonStatusInactive, "netready-sidecar-node-a"), true},
 			{"about another Node", event("e3", "Node", "node-b", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), false},
 			{"as another node's sidecar", event("e4", "Pod", "web-a", "default", publish.ReasonProgrammed, "netready-sidecar-node-b"), false},
