@@ -37,31 +37,11 @@ func poolsOf(node string, c *Condition) []Pool {
 	for _, p := range pools {
 		ps := Pool{Line: p}
 		if p.State == pool.StateExhausted {
-			ps.Do = advice(node, p)
+			ps.Do = pool.Advice(p.Source, node, p.Network)
 		}
 		out = append(out, ps)
 	}
 	return out
-}
-
-// advice is what an operator can do about an exhausted pool: free
-// addresses on the node, or give nodes more of them, in the source's own
-// terms.
-func advice(node string, p pool.Line) string {
-	free := "free addresses on " + node + " (delete pods there that can go)"
-	switch p.Source {
-	case "host-local":
-		return free + ", or widen network " + p.Network + "'s host-local ranges in its CNI config on " + node
-	case "cilium":
-		return free + "; for more per node, a larger per-node pod CIDR (Cilium cluster-pool: clusterPoolIPv4MaskSize; kubernetes IPAM: kube-controller-manager --node-cidr-mask-size), which nodes get as they join"
-	case "aws-vpc-cni":
-		return free + "; ipamd is at the node's limit or the subnet is out of addresses: enable prefix delegation (ENABLE_PREFIX_DELEGATION), use an instance type with more addresses, or a subnet with free ones"
-	case "calico-ipam":
-		return free + ", or let the node claim more blocks: raise the IPAMConfig's maxBlocksPerHost, or add an IPPool with free blocks"
-	case "ovn-kubernetes":
-		return free + "; for more per node, a larger host subnet (the host prefix of ovn-kubernetes' cluster subnets), which nodes get as they join"
-	}
-	return free + ", or give the node a larger pool in " + p.Source + "'s configuration"
 }
 
 // exhausted is the node's exhausted pools.

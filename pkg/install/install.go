@@ -18,7 +18,7 @@ import (
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/poolsource"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // installer keeps netready in one node's CNI configuration.
@@ -227,11 +227,11 @@ func (in *installer) prepare() (*conflist.File, json.RawMessage, error) {
 	// pool netready cannot count would leave it unwatched while the entry
 	// says it is.
 	if conf.Status != nil && conf.Status.IPAMAuto() {
-		ipam, err := poolsource.AutoIPAM(f)
+		ipam, err := pool.AutoIPAM(f)
 		if err != nil {
 			return nil, nil, refusal{err}
 		}
-		in.log.Info(`status.ipam "auto": counting the pool of the chain's first plugin`, "file", f.Path, "source", poolsource.TypeOf(ipam))
+		in.log.Info(`status.ipam "auto": counting the pool of the chain's first plugin`, "file", f.Path, "source", pool.TypeOf(ipam))
 	}
 	if in.opts.Mode == ModePluginDir {
 		if ok, why := f.LoadsPluginDir(); !ok {

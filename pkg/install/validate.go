@@ -10,7 +10,7 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/poolsource"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // ValidateFile checks an entry (a file or a folder of fragments, as
@@ -70,7 +70,7 @@ func entryProblems(path string, stdin io.Reader) []error {
 		// A whole conflist: "auto" must find a pool netready counts in it.
 		file.Path = path
 		if conf, err := config.Parse(merged); err == nil && conf.Status != nil && conf.Status.IPAMAuto() {
-			if _, err := poolsource.AutoIPAM(file); err != nil {
+			if _, err := pool.AutoIPAM(file); err != nil {
 				problems = append(problems, err)
 			}
 		}

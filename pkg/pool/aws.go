@@ -27,7 +27,12 @@ import (
 // awscni_ip_max addresses already, or EC2 refused it more (the subnet has
 // none left) within refusalWindow.
 var awsKind = kind{
-	typ: config.IPAMAWS,
+	typ:    config.IPAMAWS,
+	plugin: "aws-cni",
+	reads:  readsAgent,
+	advice: func(string, string) string {
+		return "; ipamd is at the node's limit or the subnet is out of addresses: enable prefix delegation (ENABLE_PREFIX_DELEGATION), use an instance type with more addresses, or a subnet with free ones"
+	},
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		var c config.AWSIPAM
 		if err := config.StrictUnmarshal(ipam, &c); err != nil {

@@ -9,11 +9,15 @@ import (
 	"path/filepath"
 	"time"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/statedir"
 )
+
+// stamp is a folder's identity and modification time.
+type stamp struct {
+	dev, ino uint64
+	mtimeNs  int64
+}
 
 // countCache is a count of one folder, valid while the folder's identity
 // and mtime are the same and the ranges counted are.
@@ -36,16 +40,15 @@ type countCache struct {
 // count started at keepAt could be kept. A cache that cannot be read or
 // written only costs a count.
 func (s *Spec) CountCached(cachePath string, start time.Time) (ranges []Range, keepAt time.Time, err error) {
-	var st unix.Stat_t
-	err = unix.Stat(s.Dir, &st)
-	if errors.Is(err, unix.ENOENT) {
+	st, ok, err := folderStamp(s.Dir)
+	if err == nil && !ok {
 		ranges, err = s.Count() // nothing allocated yet
 		return ranges, time.Time{}, err
 	}
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("status ipam: %s: %w", s.Dir, err)
 	}
-	want := countCache{Ranges: s.key(), Dev: uint64(st.Dev), Ino: st.Ino, MtimeNs: st.Mtim.Nano()}
+	want := countCache{Ranges: s.key(), Dev: st.dev, Ino: st.ino, MtimeNs: st.mtimeNs}
 	if c, ok := readCache(cachePath); ok && c.matches(want) && len(c.Used) == len(s.ranges) {
 		out := s.unused()
 		for i := range out {
@@ -86,11 +89,11 @@ func keepableFrom(mtime time.Time) time.Time {
 	if mtime.Nanosecond()%int(time.Millisecond) == 0 {
 		return mtime.Add(2 * time.Second)
 	}
-	var res unix.Timespec
-	if err := unix.ClockGetres(unix.CLOCK_REALTIME_COARSE, &res); err != nil || res.Nano() <= 0 || res.Nano() > int64(time.Second) {
+	tick, ok := coarseTick()
+	if !ok {
 		return mtime.Add(2 * time.Second)
 	}
-	return mtime.Add(2 * time.Duration(res.Nano()))
+	return mtime.Add(2 * tick)
 }
 
 // CachePath is where a network's pool count is kept: in the network's

@@ -12,6 +12,13 @@ import (
 // reads (pkg/calicoipam); STATUS reads the sidecar's verdict.
 var calicoKind = kind{
 	typ: config.IPAMCalico,
+	// Calico's plugin allocates with calico-ipam.
+	ipam:  "calico-ipam",
+	keep:  []string{"assign_ipv4", "assign_ipv6", "ipv4_pools", "ipv6_pools"},
+	reads: readsSidecar,
+	advice: func(string, string) string {
+		return ", or let the node claim more blocks: raise the IPAMConfig's maxBlocksPerHost, or add an IPPool with free blocks"
+	},
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		sc, err := calicoScope(ipam)
 		if err != nil {

@@ -28,7 +28,12 @@ import (
 // counted but cannot tell. Multi-pool ("2 IPAM pool(s) available") and a
 // delegated IPAM give no capacity at all: cannot tell.
 var ciliumKind = kind{
-	typ: config.IPAMCilium,
+	typ:    config.IPAMCilium,
+	plugin: "cilium-cni",
+	reads:  readsAgent,
+	advice: func(string, string) string {
+		return "; for more per node, a larger per-node pod CIDR (Cilium cluster-pool: clusterPoolIPv4MaskSize; kubernetes IPAM: kube-controller-manager --node-cidr-mask-size), which nodes get as they join"
+	},
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		var c config.CiliumIPAM
 		if err := config.StrictUnmarshal(ipam, &c); err != nil {

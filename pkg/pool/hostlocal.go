@@ -11,7 +11,11 @@ import (
 // address. The folder is the whole truth, so it never says it cannot
 // tell, and its ranges never grow.
 var hostLocalKind = kind{
-	typ: config.IPAMHostLocal,
+	typ:   config.IPAMHostLocal,
+	reads: readsFolder,
+	advice: func(node, network string) string {
+		return ", or widen network " + network + "'s host-local ranges in its CNI config on " + node
+	},
 	// "auto" takes host-local from the first plugin's ipam object, not
 	// from a plugin type.
 	make: func(network string, ipam json.RawMessage) (Source, error) { return Load(network, ipam) },

@@ -1,35 +1,76 @@
-// Package poolsource owns which pool source a network's chain names for
-// status.ipam "auto": host-local's ipam object of the first plugin, or the
-// source of the first plugin's type. It is kept apart from pkg/pool, which
-// counts pools on Linux nodes, so that the installer's --validate builds
-// for every platform.
-package poolsource
+package pool
 
 import (
 	"encoding/json"
 	"fmt"
 	"strings"
 
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
 )
 
-// byPlugin maps a chain's first plugin type to the status.ipam type that
-// counts its pool, in the order messages list them.
-var byPlugin = []struct{ plugin, typ string }{
-	{"cilium-cni", "cilium"},
-	{"aws-cni", "aws-vpc-cni"},
-	{"ovn-k8s-cni-overlay", "ovn-kubernetes"},
+// kind is one pool source in the table: its status.ipam type, what "auto"
+// takes for it, how its count reaches the node, what to do when it runs
+// out, and how to make it from the ipam object.
+type kind struct {
+	typ string
+	// plugin is the chain's first plugin type that "auto" counts with
+	// this source; ipam, the first plugin's ipam type that it does,
+	// keeping the keys keep of that ipam object (those that say which
+	// families and pools the plugin assigns from). Host-local is taken
+	// from the first plugin's ipam object itself.
+	plugin, ipam string
+	keep         []string
+	// reads is where a count of it comes from.
+	reads reads
+	// advice is what an operator can do, besides freeing addresses,
+	// about an exhausted pool of network on node.
+	advice func(node, network string) string
+	make   func(network string, ipam json.RawMessage) (Source, error)
 }
 
-// byIPAM maps the first plugin's ipam type to the status.ipam type that
-// counts its pool (Calico's plugin allocates with calico-ipam), and the
-// keys of that ipam object the source keeps: those that say which
-// families and pools the plugin assigns from.
-var byIPAM = []struct {
-	ipam, typ string
-	keep      []string
-}{
-	{"calico-ipam", "calico-ipam", []string{"assign_ipv4", "assign_ipv6", "ipv4_pools", "ipv6_pools"}},
+// reads is where a source's count comes from.
+type reads int
+
+const (
+	// readsFolder: host-local's allocation folder, which the sidecar
+	// watches with inotify.
+	readsFolder reads = iota
+	// readsAgent: a node agent, polled; STATUS keeps its answer briefly.
+	readsAgent
+	// readsSidecar: the API server, which only the sidecar reads; STATUS
+	// reads the sidecar's verdict.
+	readsSidecar
+)
+
+// kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go,
+// calico.go, ovn.go), in the order messages list them: adding one is its
+// file and a line here.
+var kinds = []kind{hostLocalKind, ciliumKind, awsKind, calicoKind, ovnKind}
+
+// kindOf is the kind of a status.ipam type, or false.
+func kindOf(typ string) (kind, bool) {
+	for _, k := range kinds {
+		if k.typ == typ {
+			return k, true
+		}
+	}
+	return kind{}, false
+}
+
+// New makes the source an ipam object names (Resolve's answer).
+func New(network string, ipam json.RawMessage) (Source, error) {
+	var obj struct {
+		Type string `json:"type"`
+	}
+	if err := json.Unmarshal(ipam, &obj); err != nil {
+		return nil, fmt.Errorf("status ipam: %w", err)
+	}
+	k, ok := kindOf(obj.Type)
+	if !ok {
+		return nil, fmt.Errorf("status ipam: netready cannot count a pool of type %q", obj.Type)
+	}
+	return k.make(network, ipam)
 }
 
 // TypeOf is the "type" of an ipam object: the source it names.
@@ -39,6 +80,20 @@ func TypeOf(ipam json.RawMessage) string {
 	}
 	_ = json.Unmarshal(ipam, &obj)
 	return obj.Type
+}
+
+// Resolve returns the ipam object the status block names: its own, or for
+// "auto" the one AutoIPAM picks from the network's config file in
+// confDir, read with conflist.Find as the runtime would.
+func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
+	if !sc.IPAMAuto() {
+		return sc.IPAM, nil
+	}
+	f, err := conflist.Find(sc.ConfDir, network)
+	if err != nil {
+		return nil, fmt.Errorf(`ipam "auto": %w`, err)
+	}
+	return AutoIPAM(f)
 }
 
 // AutoIPAM is "auto" resolved against one config file: the host-local
@@ -51,19 +106,23 @@ func AutoIPAM(f *conflist.File) (json.RawMessage, error) {
 		return f.HostLocalIPAM()
 	}
 	first, ipamType := f.PrimaryTypes()
-	source := func(typ string) json.RawMessage { return json.RawMessage(fmt.Sprintf(`{"type":%q}`, typ)) }
-	var known, knownIPAM []string
-	for _, b := range byIPAM {
-		if b.ipam == ipamType {
-			return kept(f.FirstIPAM(), b.typ, b.keep)
+	for _, k := range kinds {
+		if k.ipam != "" && k.ipam == ipamType {
+			return kept(f.FirstIPAM(), k.typ, k.keep)
 		}
-		knownIPAM = append(knownIPAM, b.ipam)
 	}
-	for _, b := range byPlugin {
-		if b.plugin == first {
-			return source(b.typ), nil
+	var known, knownIPAM []string
+	for _, k := range kinds {
+		if k.ipam != "" {
+			knownIPAM = append(knownIPAM, k.ipam)
 		}
-		known = append(known, b.plugin)
+		if k.plugin == "" {
+			continue
+		}
+		if k.plugin == first {
+			return json.RawMessage(fmt.Sprintf(`{"type":%q}`, k.typ)), nil
+		}
+		known = append(known, k.plugin)
 	}
 	found := "has no ipam object"
 	if ipamType != "" {
@@ -88,4 +147,15 @@ func kept(ipam json.RawMessage, typ string, keys []string) (json.RawMessage, err
 	t, _ := json.Marshal(typ)
 	out["type"] = t
 	return json.Marshal(out)
+}
+
+// Advice is what an operator can do about an exhausted pool of source
+// typ for network on node: free addresses there, or give nodes more of
+// them, in the source's own terms.
+func Advice(typ, node, network string) string {
+	free := "free addresses on " + node + " (delete pods there that can go)"
+	if k, ok := kindOf(typ); ok {
+		return free + k.advice(node, network)
+	}
+	return free + ", or give the node a larger pool in " + typ + "'s configuration"
 }

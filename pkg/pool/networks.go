@@ -8,7 +8,6 @@ import (
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/poolsource"
 )
 
 // Network is a network whose netready entry asks for its pool to be
@@ -113,7 +112,7 @@ func networkOf(f *conflist.File) (*Network, error) {
 	if sc.IPAMAuto() {
 		// This very file is the network's: no second look in confDir,
 		// which may be mounted elsewhere in the sidecar's container.
-		if ipam, err = poolsource.AutoIPAM(f); err != nil {
+		if ipam, err = AutoIPAM(f); err != nil {
 			return nil, err
 		}
 	}

@@ -13,7 +13,12 @@ import (
 // server, which only the sidecar reads (pkg/ovnpool); STATUS reads the
 // sidecar's verdict.
 var ovnKind = kind{
-	typ: config.IPAMOVN,
+	typ:    config.IPAMOVN,
+	plugin: "ovn-k8s-cni-overlay",
+	reads:  readsSidecar,
+	advice: func(string, string) string {
+		return "; for more per node, a larger host subnet (the host prefix of ovn-kubernetes' cluster subnets), which nodes get as they join"
+	},
 	make: func(network string, ipam json.RawMessage) (Source, error) {
 		return makeFromSidecar(config.IPAMOVN, network, ipam)
 	},

@@ -2,14 +2,9 @@ package pool
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/netready/netready/pkg/config"
-	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/poolsource"
 )
 
 // Source is where a network's pod addresses come from: one per IPAM that
@@ -73,55 +68,6 @@ func (c Count) Exhausted(minFree int) error {
 		return err
 	}
 	return fmt.Errorf("%w: %s", err, c.Said)
-}
-
-// kind is one source in the table: its status.ipam type and how to make
-// it from the ipam object. Which first plugins "auto" maps to it is
-// pkg/poolsource's, which the installer links without this package.
-type kind struct {
-	typ  string
-	make func(network string, ipam json.RawMessage) (Source, error)
-}
-
-// kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go,
-// calico.go, ovn.go): adding one is its file and a line here.
-var kinds = []kind{hostLocalKind, ciliumKind, awsKind, calicoKind, ovnKind}
-
-// New makes the source an ipam object names (Resolve's answer).
-func New(network string, ipam json.RawMessage) (Source, error) {
-	var obj struct {
-		Type string `json:"type"`
-	}
-	if err := json.Unmarshal(ipam, &obj); err != nil {
-		return nil, fmt.Errorf("status ipam: %w", err)
-	}
-	for _, k := range kinds {
-		if k.typ == obj.Type {
-			return k.make(network, ipam)
-		}
-	}
-	return nil, fmt.Errorf("status ipam: netready cannot count a pool of type %q", obj.Type)
-}
-
-// IsAgent reports whether ipam names a source that a node agent answers
-// for (not host-local's folder).
-func IsAgent(ipam json.RawMessage) bool {
-	t := poolsource.TypeOf(ipam)
-	return t != "" && t != config.IPAMHostLocal
-}
-
-// Resolve returns the ipam object the status block names: its own, or for
-// "auto" the one AutoIPAM picks from the network's config file in
-// confDir, read with conflist.Find as the runtime would.
-func Resolve(network string, sc *config.StatusConf) (json.RawMessage, error) {
-	if !sc.IPAMAuto() {
-		return sc.IPAM, nil
-	}
-	f, err := conflist.Find(sc.ConfDir, network)
-	if err != nil {
-		return nil, fmt.Errorf(`ipam "auto": %w`, err)
-	}
-	return poolsource.AutoIPAM(f)
 }
 
 // Describe is a count as the node condition and kubectl netready say it:

@@ -11,7 +11,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/netready/netready/pkg/conflist"
-	"github.com/netready/netready/pkg/poolsource"
 )
 
 // TestAutoIPAM: "auto" picks the source from the chain's first plugin:
@@ -44,7 +43,7 @@ func TestAutoIPAM(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ipam, err := poolsource.AutoIPAM(f)
+			ipam, err := AutoIPAM(f)
 			var got string
 			if err != nil {
 				got = err.Error()
