@@ -2,7 +2,10 @@
 // this node true to the pod's markers: it follows the markers (inotify and
 // a resync) and the node's pods (an informer), publishes through
 // pkg/publish, re-checks attachments whose ADD gave up waiting, and counts
-// each ADD's outcome.
+// each ADD's outcome. What its goroutines share has one owner (state);
+// judging a pod is pure (judge), and what a later round must remember of
+// a pod is kept in the state folder (memory), never read back from a
+// condition's message.
 package conditions
 
 import (
