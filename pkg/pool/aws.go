@@ -29,7 +29,7 @@ import (
 var awsKind = kind{
 	typ:    config.IPAMAWS,
 	plugin: "aws-cni",
-	reads:  readsAgent,
+	origin: Agent,
 	advice: func(string, string) string {
 		return "; ipamd is at the node's limit or the subnet is out of addresses: enable prefix delegation (ENABLE_PREFIX_DELEGATION), use an instance type with more addresses, or a subnet with free ones"
 	},

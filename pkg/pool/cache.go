@@ -19,9 +19,9 @@ type stamp struct {
 	mtimeNs  int64
 }
 
-// countCache is a count of one folder, valid while the folder's identity
+// keptFolder is host-local's count of one folder kept for STATUS, valid while the folder's identity
 // and mtime are the same and the ranges counted are.
-type countCache struct {
+type keptFolder struct {
 	Ranges  string  `json:"ranges"`
 	Dev     uint64  `json:"dev"`
 	Ino     uint64  `json:"ino"`
@@ -48,7 +48,7 @@ func (s *Spec) CountCached(cachePath string, start time.Time) (ranges []Range, k
 	if err != nil {
 		return nil, time.Time{}, fmt.Errorf("status ipam: %s: %w", s.Dir, err)
 	}
-	want := countCache{Ranges: s.key(), Dev: st.dev, Ino: st.ino, MtimeNs: st.mtimeNs}
+	want := keptFolder{Ranges: s.key(), Dev: st.dev, Ino: st.ino, MtimeNs: st.mtimeNs}
 	if c, ok := readCache(cachePath); ok && c.matches(want) && len(c.Used) == len(s.ranges) {
 		out := s.unused()
 		for i := range out {
@@ -111,16 +111,16 @@ func removeStaleTemps(cachePath string, now time.Time) {
 	_, _ = statedir.Sweep(filepath.Dir(cachePath), filepath.Base(cachePath), statedir.Modified, now)
 }
 
-func readCache(path string) (countCache, bool) {
-	var c countCache
+func readCache(path string) (keptFolder, bool) {
+	var c keptFolder
 	data, err := os.ReadFile(path)
 	if err != nil || json.Unmarshal(data, &c) != nil {
-		return countCache{}, false
+		return keptFolder{}, false
 	}
 	return c, true
 }
 
-func (c countCache) matches(o countCache) bool {
+func (c keptFolder) matches(o keptFolder) bool {
 	return c.Ranges == o.Ranges && c.Dev == o.Dev && c.Ino == o.Ino && c.MtimeNs == o.MtimeNs
 }
 

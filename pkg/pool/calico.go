@@ -13,9 +13,9 @@ import (
 var calicoKind = kind{
 	typ: config.IPAMCalico,
 	// Calico's plugin allocates with calico-ipam.
-	ipam:  "calico-ipam",
-	keep:  []string{"assign_ipv4", "assign_ipv6", "ipv4_pools", "ipv6_pools"},
-	reads: readsSidecar,
+	ipam:   "calico-ipam",
+	keep:   []string{"assign_ipv4", "assign_ipv6", "ipv4_pools", "ipv6_pools"},
+	origin: Sidecar,
 	advice: func(string, string) string {
 		return ", or let the node claim more blocks: raise the IPAMConfig's maxBlocksPerHost, or add an IPPool with free blocks"
 	},

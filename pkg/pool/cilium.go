@@ -30,7 +30,7 @@ import (
 var ciliumKind = kind{
 	typ:    config.IPAMCilium,
 	plugin: "cilium-cni",
-	reads:  readsAgent,
+	origin: Agent,
 	advice: func(string, string) string {
 		return "; for more per node, a larger per-node pod CIDR (Cilium cluster-pool: clusterPoolIPv4MaskSize; kubernetes IPAM: kube-controller-manager --node-cidr-mask-size), which nodes get as they join"
 	},

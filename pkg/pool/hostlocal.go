@@ -11,8 +11,8 @@ import (
 // address. The folder is the whole truth, so it never says it cannot
 // tell, and its ranges never grow.
 var hostLocalKind = kind{
-	typ:   config.IPAMHostLocal,
-	reads: readsFolder,
+	typ:    config.IPAMHostLocal,
+	origin: Folder,
 	advice: func(node, network string) string {
 		return ", or widen network " + network + "'s host-local ranges in its CNI config on " + node
 	},

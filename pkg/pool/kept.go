@@ -20,13 +20,15 @@ import (
 // answer would tell nothing new.
 const keptFor = 3 * time.Second
 
-// keptAnswer is an agent's answer as STATUS keeps it, with the source's
-// memo, which outlives the answer.
-type keptAnswer struct {
+// keptCount is a count kept in the network's state folder for STATUS: an
+// agent's answer, which STATUS keeps for keptFor with the source's memo
+// (which outlives the answer), or the sidecar's verdict on a pool in the
+// API server. Source names who counted; At is when.
+type keptCount struct {
 	Source string    `json:"source"`
 	At     time.Time `json:"at"`
 	Count  Count     `json:"count"`
-	Memo   Memo      `json:"memo"`
+	Memo   Memo      `json:"memo,omitzero"`
 }
 
 // AgentCachePath is where STATUS keeps an agent's answer for a network:
@@ -43,21 +45,21 @@ func AgentCachePath(stateDir, network string) string {
 // be read or written only costs a read.
 func ReadKept(ctx context.Context, src Source, path string, now time.Time) (Count, error) {
 	key := src.Type() + " " + src.Where()
-	var k keptAnswer
+	var k keptCount
 	if data, err := os.ReadFile(path); err == nil && json.Unmarshal(data, &k) == nil && k.Source == key {
 		// An answer from the future (the clock went back) is not kept.
 		if age := now.Sub(k.At); age >= 0 && age < keptFor {
 			return k.Count, nil
 		}
 	} else {
-		k = keptAnswer{}
+		k = keptCount{}
 	}
 	memo := k.Memo
 	cnt, err := src.Read(ctx, &memo)
 	if err != nil {
 		return Count{}, err
 	}
-	data, err := json.Marshal(keptAnswer{Source: key, At: now, Count: cnt, Memo: memo})
+	data, err := json.Marshal(keptCount{Source: key, At: now, Count: cnt, Memo: memo})
 	if err != nil {
 		return cnt, nil
 	}
@@ -79,13 +81,13 @@ func ReadForStatus(ctx context.Context, network, stateDir string, ipam json.RawM
 	if err != nil {
 		return Count{}, err
 	}
-	if FromSidecar(src) {
+	switch OriginOf(src) {
+	case Sidecar:
 		// A small file the sidecar rewrites every few seconds: nothing
 		// to keep.
 		return ReadVerdict(VerdictPath(stateDir, network), src.Type(), time.Now()), nil
-	}
-	if spec, ok := src.(*Spec); ok {
-		rs, _, err := spec.CountCached(CachePath(stateDir, network), time.Now())
+	case Folder:
+		rs, _, err := src.(*Spec).CountCached(CachePath(stateDir, network), time.Now())
 		if err != nil {
 			return Count{}, err
 		}

@@ -114,7 +114,7 @@ func TestReadForStatusKeepsTheMemo(t *testing.T) {
 	s.metrics.Store("metrics-refused-after.txt")
 	// Age the kept answer past keptFor, as time would.
 	path := AgentCachePath(stateDir, "aws-cni")
-	var k keptAnswer
+	var k keptCount
 	data, _ := os.ReadFile(path)
 	if err := json.Unmarshal(data, &k); err != nil {
 		t.Fatal(err)

@@ -21,27 +21,34 @@ type kind struct {
 	// from the first plugin's ipam object itself.
 	plugin, ipam string
 	keep         []string
-	// reads is where a count of it comes from.
-	reads reads
+	// origin is where a count of it comes from.
+	origin Origin
 	// advice is what an operator can do, besides freeing addresses,
 	// about an exhausted pool of network on node.
 	advice func(node, network string) string
 	make   func(network string, ipam json.RawMessage) (Source, error)
 }
 
-// reads is where a source's count comes from.
-type reads int
+// Origin is where a source's count comes from: the one answer to "is
+// this an agent?".
+type Origin int
 
 const (
-	// readsFolder: host-local's allocation folder, which the sidecar
+	// Folder is host-local's allocation folder, which the sidecar
 	// watches with inotify.
-	readsFolder reads = iota
-	// readsAgent: a node agent, polled; STATUS keeps its answer briefly.
-	readsAgent
-	// readsSidecar: the API server, which only the sidecar reads; STATUS
+	Folder Origin = iota
+	// Agent is a node agent, polled; STATUS keeps its answer briefly.
+	Agent
+	// Sidecar is the API server, which only the sidecar reads; STATUS
 	// reads the sidecar's verdict.
-	readsSidecar
+	Sidecar
 )
+
+// OriginOf is where src's count comes from, by its kind.
+func OriginOf(src Source) Origin {
+	k, _ := kindOf(src.Type())
+	return k.origin
+}
 
 // kinds are the sources, one file each (hostlocal.go, cilium.go, aws.go,
 // calico.go, ovn.go), in the order messages list them: adding one is its

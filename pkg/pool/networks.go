@@ -41,7 +41,7 @@ type Network struct {
 func Networks(confDir string) (nets []Network, problems, err error) {
 	all, problems, err := AllNetworks(confDir)
 	for _, n := range all {
-		if n.Spec != nil {
+		if n.Origin() == Folder {
 			nets = append(nets, n)
 		}
 	}
@@ -85,6 +85,9 @@ func AllNetworks(confDir string) (nets []Network, problems, err error) {
 	}
 	return out, errors.Join(errs...), nil
 }
+
+// Origin is where the network's count comes from.
+func (n Network) Origin() Origin { return OriginOf(n.Source) }
 
 // networkOf reads the netready entry of the file's chain as the plugin
 // would; nil when it has none or the entry names no pool.

@@ -15,7 +15,7 @@ import (
 var ovnKind = kind{
 	typ:    config.IPAMOVN,
 	plugin: "ovn-k8s-cni-overlay",
-	reads:  readsSidecar,
+	origin: Sidecar,
 	advice: func(string, string) string {
 		return "; for more per node, a larger host subnet (the host prefix of ovn-kubernetes' cluster subnets), which nodes get as they join"
 	},

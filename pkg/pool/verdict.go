@@ -20,14 +20,6 @@ import (
 // so a minute without one means the sidecar is not counting.
 const VerdictMaxAge = time.Minute
 
-// verdict is the sidecar's count of a pool whose truth is in the API
-// server, as it keeps it for STATUS.
-type verdict struct {
-	Source string    `json:"source"`
-	At     time.Time `json:"at"`
-	Count  Count     `json:"count"`
-}
-
 // VerdictPath is where the sidecar keeps its count of a network's pool
 // for STATUS: in the network's marker folder, beside STATUS's own kept
 // answers, under a name that is never a marker's.
@@ -38,7 +30,7 @@ func VerdictPath(stateDir, network string) string {
 // WriteVerdict keeps the sidecar's count of a source's pool at path, as
 // of at.
 func WriteVerdict(path, source string, cnt Count, at time.Time) error {
-	data, err := json.Marshal(verdict{Source: source, At: at, Count: cnt})
+	data, err := json.Marshal(keptCount{Source: source, At: at, Count: cnt})
 	if err != nil {
 		return fmt.Errorf("pool verdict: %w", err)
 	}
@@ -66,7 +58,7 @@ func ReadVerdict(path, source string, now time.Time) Count {
 	if err != nil {
 		return Count{Unknown: fmt.Sprintf("netready-sidecar's verdict cannot be read: %v", err)}
 	}
-	var v verdict
+	var v keptCount
 	if err := json.Unmarshal(data, &v); err != nil {
 		return Count{Unknown: fmt.Sprintf("%s is not a verdict of netready-sidecar (%v): remove it; the sidecar writes it again within seconds", path, err)}
 	}
@@ -125,13 +117,6 @@ func (s *fromSidecar) Where() string { return s.path }
 // Read is the sidecar's verdict, within VerdictMaxAge.
 func (s *fromSidecar) Read(context.Context, *Memo) (Count, error) {
 	return ReadVerdict(s.path, s.typ, time.Now()), nil
-}
-
-// FromSidecar reports whether src is counted by the sidecar from the API
-// server, whose verdict STATUS reads: the sidecar counts it itself.
-func FromSidecar(src Source) bool {
-	_, ok := src.(*fromSidecar)
-	return ok
 }
 
 // atStateDir points a source that reads the sidecar's verdict at the

@@ -20,7 +20,7 @@ func TestReadVerdict(t *testing.T) {
 	now := time.Date(2026, 11, 28, 5, 0, 0, 0, time.UTC)
 	full := Count{Ranges: []Range{{Set: "10.244.1.0/29", Usable: big.NewInt(4), Used: 4}}, Said: "4 pods hold an address"}
 	good := func(source string, at time.Time) string {
-		b, _ := json.Marshal(verdict{Source: source, At: at, Count: full})
+		b, _ := json.Marshal(keptCount{Source: source, At: at, Count: full})
 		return string(b)
 	}
 	tests := []struct {
@@ -98,8 +98,8 @@ func TestVerdictForStatus(t *testing.T) {
 		t.Fatalf("AllNetworks = %+v, %v, %v", nets, problems, err)
 	}
 	n := nets[0]
-	if !FromSidecar(n.Source) || n.Source.Where() != VerdictPath(stateDir, "ovn") || n.Spec != nil {
-		t.Errorf("network %s: source %s at %s (from the sidecar: %v), want ovn-kubernetes at %s", n.Network, n.Source.Type(), n.Source.Where(), FromSidecar(n.Source), VerdictPath(stateDir, "ovn"))
+	if OriginOf(n.Source) != Sidecar || n.Source.Where() != VerdictPath(stateDir, "ovn") || n.Spec != nil {
+		t.Errorf("network %s: source %s at %s (from the sidecar: %v), want ovn-kubernetes at %s", n.Network, n.Source.Type(), n.Source.Where(), OriginOf(n.Source) == Sidecar, VerdictPath(stateDir, "ovn"))
 	}
 	if cnt, _ := n.Source.Read(context.Background(), nil); cnt.Exhausted(1) == nil {
 		t.Errorf("the source's Read does not read the verdict: %+v", cnt)

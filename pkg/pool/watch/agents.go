@@ -20,7 +20,7 @@ const agentPoll = 5 * time.Second
 // hasAgents reports whether a watched pool is an agent's.
 func (w *Watcher) hasAgents() bool {
 	for _, n := range w.nets {
-		if n.Spec == nil {
+		if n.Origin() != pool.Folder {
 			return true
 		}
 	}

@@ -76,7 +76,7 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 				s := pool.Short(r, n.MinFree, was) && !cnt.Grows && !r.Grows
 				w.short[key] = s
 				exhausted = exhausted || s
-				if n.Spec != nil {
+				if n.Origin() == pool.Folder {
 					free, _ := r.Free().Float64()
 					size, _ := r.Usable.Float64()
 					w.metrics.PoolFree.WithLabelValues(n.Network, r.Set).Set(free)
@@ -89,7 +89,7 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 				j.short = true
 			}
 			msg = pool.Describe(n.Network, cnt.Ranges)
-			if n.Spec == nil {
+			if n.Origin() != pool.Folder {
 				msg = cnt.Describe(n.Network, n.Source.Type())
 			}
 			msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
@@ -159,11 +159,11 @@ func (w *Watcher) counted() ([]pool.Network, map[string]goneNetwork) {
 // tell rather than fail. A pool in the API server is counted by its
 // ClusterSource (countCluster).
 func (w *Watcher) count(n pool.Network, start time.Time) (cnt pool.Count, keepAt time.Time, err error) {
-	if pool.FromSidecar(n.Source) {
+	switch n.Origin() {
+	case pool.Sidecar:
 		cnt, err = w.countCluster(n)
 		return cnt, time.Time{}, err
-	}
-	if n.Spec == nil {
+	case pool.Agent:
 		memo := w.memos[n.Network]
 		if memo == nil {
 			memo = &pool.Memo{}

@@ -57,7 +57,7 @@ func (w *Watcher) told(n pool.Network) {
 // heldPart is the condition's part for a network that can't tell.
 func (w *Watcher) heldPart(n pool.Network, cnt pool.Count, err error, why string, exhausted bool) string {
 	head := n.Network
-	if n.Spec == nil {
+	if n.Origin() != pool.Folder {
 		head += " (" + n.Source.Type() + ")" // as its count would say it
 	}
 	if err == nil && len(cnt.Ranges) > 0 {
@@ -102,7 +102,7 @@ type Releaser interface {
 // counts from.
 func (w *Watcher) releaseClusters(nets []pool.Network) {
 	for typ, cs := range w.made {
-		if slices.ContainsFunc(nets, func(n pool.Network) bool { return pool.FromSidecar(n.Source) && n.Source.Type() == typ }) {
+		if slices.ContainsFunc(nets, func(n pool.Network) bool { return n.Origin() == pool.Sidecar && n.Source.Type() == typ }) {
 			continue
 		}
 		delete(w.made, typ)

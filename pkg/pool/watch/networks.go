@@ -65,7 +65,7 @@ func (w *Watcher) addWatches(fsw *fsnotify.Watcher, nets []pool.Network) {
 		want[d] = true
 	}
 	for _, n := range nets {
-		if n.Spec == nil {
+		if n.Origin() != pool.Folder {
 			continue // an agent's pool: read, not watched
 		}
 		want[n.Dir] = true
