@@ -28,7 +28,7 @@ var attachmentStart = regexp.MustCompile(`(?:^|; )network (\S+) \(([^()\s]+)\)(?
 var sandboxPrefix = regexp.MustCompile(`^sandbox (\S+); `)
 
 // ParseSandbox returns the sandbox (short) IDs a ForMarkers message was
-// judged on, or "".
+// judged on, or "", for readers that have only the API.
 func ParseSandbox(msg string) string {
 	if m := sandboxPrefix.FindStringSubmatch(msg); m != nil {
 		return m[1]

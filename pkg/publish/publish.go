@@ -264,7 +264,8 @@ func NotInEffect(ms []*marker.Marker, condType string, patience time.Duration, n
 	return c
 }
 
-// IsNotInEffect reports whether c is a NotInEffect condition.
+// IsNotInEffect reports whether c is a NotInEffect condition, for readers
+// that have only the API; the sidecar remembers its own verdicts.
 func IsNotInEffect(c *corev1.PodCondition) bool {
 	if c == nil || c.Reason != ReasonNotObserved {
 		return false
