@@ -1,6 +1,7 @@
 package conditions
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/statedir"
 )
@@ -224,5 +226,76 @@ func TestMemoryFile(t *testing.T) {
 	}
 	if _, err := os.Stat(filepath.Join(dir, statedir.PodMemories, "u-1.json")); !os.IsNotExist(err) {
 		t.Errorf("the memory of a pod no longer on the node was not swept: %v", err)
+	}
+}
+
+// TestJudgeRemembers: what each judgement asks to keep of the pod, and
+// that one which changes nothing asks for no write.
+func TestJudgeRemembers(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	now := t0.Add(time.Hour)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, HoldMax: time.Minute}
+	ready := &marker.Marker{Network: "podnet", ContainerID: "aaaaaaaaaaaa-sandbox", IfName: "eth0", IPs: []string{"10.1.0.5/24"},
+		State: marker.StateReady, CreatedAt: marker.Time{Time: t0}, WaitedMs: 5}
+	silent := &marker.Marker{Network: "k8s-pod-network", ContainerID: "aaaaaaaaaaaa-sandbox", IfName: "eth0", IPs: []string{"10.1.0.5/24"},
+		State: marker.StatePending, CreatedAt: marker.Time{Time: t0}, Checks: []marker.CheckResult{{Kind: "file", Target: "/x", Why: "calico preset: no"}}}
+	prtsc := func(s corev1.ConditionStatus, at time.Time) corev1.PodCondition {
+		return corev1.PodCondition{Type: corev1.PodReadyToStartContainers, Status: s, LastTransitionTime: metav1.NewTime(at)}
+	}
+	pod := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}, Conditions: conds}}
+	}
+	earned := publish.ForMarkers([]*marker.Marker{ready}, "T", time.Hour, t0)
+	judged := memory{Judged: "aaaaaaaaaaaa"}
+	tests := []struct {
+		name string
+		pod  *corev1.Pod
+		v    podView
+		want *memory
+	}{
+		{"first True: the sandbox it was judged on", pod(prtsc(corev1.ConditionTrue, t0)), podView{Markers: []*marker.Marker{ready}}, &judged},
+		{"the same again: no write", pod(prtsc(corev1.ConditionTrue, t0), earned), podView{Markers: []*marker.Marker{ready}, Memory: judged}, nil},
+		{"the sandbox went down: it and its marker are gone", pod(prtsc(corev1.ConditionFalse, now), earned), podView{Markers: []*marker.Marker{ready}, Memory: judged},
+			&memory{GoneSandboxes: []string{"aaaaaaaaaaaa"}, GoneMarkers: []string{"aaaaaaaaaaaa_eth0"}, Judged: "aaaaaaaaaaaa"}},
+		{"not in effect: the verdict on its sandbox", pod(prtsc(corev1.ConditionTrue, t0)),
+			podView{Markers: []*marker.Marker{silent}, NeverWrote: map[*marker.Marker]string{silent: "calico preset: no"}},
+			&memory{Judged: "aaaaaaaaaaaa", NotInEffect: true}},
+		{"a lost memory is written again", pod(prtsc(corev1.ConditionTrue, t0)), podView{Markers: []*marker.Marker{ready}, Lost: true}, &judged},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, judge(tt.pod, tt.v, o, now).Remember); diff != "" {
+				t.Errorf("memory to keep (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestViewOfAsksForRechecks: reading what a pod's marker files tell asks
+// for a re-check of each pending one, the end of one for each ready one,
+// and feeds the Node's warnings; a re-check's progress stands for its
+// marker, and an unreadable file keeps the pod not ready.
+func TestViewOfAsksForRechecks(t *testing.T) {
+	started := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	pending := &marker.Marker{Network: "a", IfName: "eth0", State: marker.StatePending, CreatedAt: marker.Time{Time: started.Add(time.Second)},
+		Checks: []marker.CheckResult{{Why: "calico preset: not set up"}}}
+	progress := &marker.Marker{Network: "a", IfName: "eth0", State: marker.StatePending, CreatedAt: pending.CreatedAt, WaitedMs: 9}
+	ready := &marker.Marker{Network: "b", IfName: "net1", State: marker.StateReady}
+	bad := errors.New("EMFILE")
+	files := []markerFile{{Path: "/s/a/p", Marker: pending, Progress: progress}, {Path: "/s/b/r", Marker: ready}, {Path: "/s/b/x", Err: bad}}
+	v, a, basis := viewOf(files, started, func(string) bool { return false })
+	if diff := cmp.Diff([]*marker.Marker{progress, ready}, v.Markers); diff != "" {
+		t.Errorf("markers (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff([]publish.Unreadable{{Path: "/s/b/x", Err: bad}}, v.Unreadable, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("unreadable (-want +got):\n%s", diff)
+	}
+	want := actions{Recheck: []markerFile{files[0]}, StopRecheck: []string{"/s/b/r"},
+		Presets: []nodewriter.Preset{{Network: "a"}, {Network: "b", Ready: true}}}
+	if diff := cmp.Diff(want, a, cmpopts.EquateErrors()); diff != "" {
+		t.Errorf("actions (-want +got):\n%s", diff)
+	}
+	if !strings.Contains(basis, "/s/a/p pending") || !strings.Contains(basis, "/s/b/x unreadable: EMFILE") {
+		t.Errorf("basis %q does not name the files as on disk", basis)
 	}
 }
