@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/netready/netready/pkg/config"
 )
 
 // The condition's message is for a person first (kubectl describe node),
@@ -47,6 +49,110 @@ func HeldPart(head string, since time.Time, why string, minFree int, exhausted b
 	s := head + heldAt + since.UTC().Format(time.RFC3339) + ": " + why + " (minFree " + strconv.Itoa(minFree) + ")"
 	if exhausted {
 		s += HeldExhaustedMark
+	}
+	return s
+}
+
+// Part is what the pool watch says of one network's pool: FormatLine
+// writes it, and ParseLine reads it back as a Line.
+type Part struct {
+	Network string
+	// Source is status.ipam's type; host-local's is left out of a count
+	// that can tell.
+	Source string
+	// Count is what was counted; for a pool that can't tell, the counts
+	// it still has, if any.
+	Count   Count
+	MinFree int
+	// Exhausted is the verdict (hysteresis included); for a pool that
+	// can't tell, the last verdict, which stands.
+	Exhausted bool
+	// HeldSince is when the pool began to can't tell, Why why; zero for
+	// a pool that can tell.
+	HeldSince time.Time
+	Why       string
+	// Note follows the part in parentheses.
+	Note string
+}
+
+// FormatLine is the pool line of parts, in their order.
+func FormatLine(parts []Part) string {
+	out := make([]string, len(parts))
+	for i, p := range parts {
+		out[i] = p.format()
+	}
+	return strings.Join(out, "; ")
+}
+
+// format is one network's part of the line.
+func (p Part) format() string {
+	var s string
+	switch {
+	case !p.HeldSince.IsZero():
+		s = p.Network
+		if p.Source != config.IPAMHostLocal {
+			s += " (" + p.Source + ")"
+		}
+		if len(p.Count.Ranges) > 0 {
+			// What it did count, without the verdict it cannot give.
+			c := p.Count
+			c.Unknown, c.Grows = "", false
+			s = c.Describe(p.Network, p.Source)
+		}
+		s = HeldPart(s, p.HeldSince, p.Why, p.MinFree, p.Exhausted)
+	default:
+		if p.Source == config.IPAMHostLocal {
+			s = Describe(p.Network, p.Count.Ranges)
+		} else {
+			s = p.Count.Describe(p.Network, p.Source)
+		}
+		s += " (minFree " + strconv.Itoa(p.MinFree) + ")"
+		if p.Exhausted {
+			s += ExhaustedMark
+		}
+	}
+	if p.Note != "" {
+		s += " (" + p.Note + ")"
+	}
+	return s
+}
+
+// Describe is "network: n of m addresses in use" for each range set.
+func Describe(network string, rs []Range) string {
+	parts := make([]string, len(rs))
+	for i, r := range rs {
+		parts[i] = r.InUse()
+		if len(rs) > 1 {
+			parts[i] += " in " + r.Set
+		}
+	}
+	return network + ": " + strings.Join(parts, ", ")
+}
+
+// Describe is a count as the node condition and kubectl netready say it:
+// "network (source): n of m addresses in use" for each range set, and
+// whether the source can grow its pool or cannot tell.
+func (c Count) Describe(network, source string) string {
+	parts := make([]string, 0, len(c.Ranges))
+	for _, r := range c.Ranges {
+		p := r.InUse()
+		if len(c.Ranges) > 1 || r.Set != "IPv4" && r.Set != "IPv6" {
+			p += " in " + r.Set
+		}
+		if r.Grows && !c.Grows {
+			p += " (can add addresses)"
+		}
+		parts = append(parts, p)
+	}
+	s := network + " (" + source + ")"
+	if len(parts) > 0 {
+		s += ": " + strings.Join(parts, ", ")
+	}
+	switch {
+	case c.Unknown != "":
+		s += "; cannot tell: " + c.Unknown
+	case c.Grows:
+		s += "; the source can add addresses"
 	}
 	return s
 }

@@ -166,3 +166,52 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 		}
 	}
 }
+
+// TestLineRoundTrip: what FormatLine writes, ParseLine reads back as the
+// pools it says, for every shape of part the pool watch writes.
+func TestLineRoundTrip(t *testing.T) {
+	since := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	r := func(set string, usable, used, cooling int64) Range {
+		return Range{Set: set, Usable: big.NewInt(usable), Used: used, Cooling: cooling}
+	}
+	tests := []struct {
+		name string
+		part Part
+		want Line
+	}{
+		{"host-local with room", Part{Network: "podnet", Source: "host-local", MinFree: 2, Count: Count{Ranges: []Range{r("10.1.0.0/24", 253, 3, 0)}}},
+			Line{Network: "podnet", Source: "host-local", MinFree: 2, State: StateRoom, Ranges: []LineRange{rng("", 250, 253, 3, 0)}}},
+		{"host-local dual stack, exhausted", Part{Network: "ds", Source: "host-local", MinFree: 1, Exhausted: true,
+			Count: Count{Ranges: []Range{r("10.1.0.0/30", 1, 1, 0), r("fd00::/126", 2, 0, 0)}}},
+			Line{Network: "ds", Source: "host-local", MinFree: 1, State: StateExhausted,
+				Ranges: []LineRange{rng("10.1.0.0/30", 0, 1, 1, 0), rng("fd00::/126", 2, 2, 0, 0)}}},
+		{"an agent that grows", Part{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, Count: Count{Grows: true, Ranges: []Range{r("IPv4", 14, 14, 0)}}},
+			Line{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, State: StateGrows, Ranges: []LineRange{rng("", 0, 14, 14, 0)}}},
+		{"an agent with addresses cooling down", Part{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, Exhausted: true, Count: Count{Ranges: []Range{r("IPv4", 14, 10, 4)}}},
+			Line{Network: "aws", Source: "aws-vpc-cni", MinFree: 1, State: StateExhausted, Ranges: []LineRange{rng("", 0, 14, 10, 4)}}},
+		{"held with counts", Part{Network: "cil", Source: "cilium", MinFree: 2, Exhausted: true, HeldSince: since, Why: "503 Service Unavailable",
+			Count: Count{Unknown: "503", Ranges: []Range{r("IPv4", 14, 14, 0)}}},
+			Line{Network: "cil", Source: "cilium", MinFree: 2, State: StateUnknown, Why: "503 Service Unavailable", Since: since, HeldExhausted: true,
+				Ranges: []LineRange{rng("", 0, 14, 14, 0)}}},
+		{"host-local held without counts", Part{Network: "edge", Source: "host-local", MinFree: 1, HeldSince: since, Why: "host-local's dataDir /x does not exist here"},
+			Line{Network: "edge", Source: "host-local", MinFree: 1, State: StateUnknown, Why: "host-local's dataDir /x does not exist here", Since: since}},
+		{"a network whose entry left", Part{Network: "gone", Source: "host-local", MinFree: 1, Note: "its netready entry left the CNI config at 2026-12-01T12:00:00Z; still counted until 2026-12-01T12:10:00Z",
+			Count: Count{Ranges: []Range{r("10.2.0.0/29", 5, 1, 0)}}},
+			Line{Network: "gone", Source: "host-local", MinFree: 1, State: StateRoom, Ranges: []LineRange{rng("", 4, 5, 1, 0)}}},
+	}
+	var parts []Part
+	var want []Line
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			line := FormatLine([]Part{tt.part})
+			if diff := cmp.Diff([]Line{tt.want}, ParseLine(line), bigEqual); diff != "" {
+				t.Errorf("ParseLine(%q) (-want +got):\n%s", line, diff)
+			}
+		})
+		parts, want = append(parts, tt.part), append(want, tt.want)
+	}
+	line := FormatLine(parts)
+	if diff := cmp.Diff(want, ParseLine(line), bigEqual); diff != "" {
+		t.Errorf("every part in one line: ParseLine(%q) (-want +got):\n%s", line, diff)
+	}
+}

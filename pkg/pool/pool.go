@@ -14,7 +14,6 @@ import (
 	"math/big"
 	"net/netip"
 	"path/filepath"
-	"strings"
 )
 
 // DefaultDataDir is host-local's default dataDir.
@@ -133,18 +132,6 @@ func Shortfall(rs []Range, minFree int) error {
 		return fmt.Errorf("%s (%s%s)", what, r.InUse(), where)
 	}
 	return nil
-}
-
-// Describe is "network: n of m addresses in use" for each range set.
-func Describe(network string, rs []Range) string {
-	parts := make([]string, len(rs))
-	for i, r := range rs {
-		parts[i] = r.InUse()
-		if len(rs) > 1 {
-			parts[i] += " in " + r.Set
-		}
-	}
-	return network + ": " + strings.Join(parts, ", ")
 }
 
 // bound is a range with the index of its set.

@@ -3,7 +3,6 @@ package pool
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 )
 
@@ -68,34 +67,6 @@ func (c Count) Exhausted(minFree int) error {
 		return err
 	}
 	return fmt.Errorf("%w: %s", err, c.Said)
-}
-
-// Describe is a count as the node condition and kubectl netready say it:
-// "network (source): n of m addresses in use" for each range set, and
-// whether the source can grow its pool or cannot tell.
-func (c Count) Describe(network, source string) string {
-	parts := make([]string, 0, len(c.Ranges))
-	for _, r := range c.Ranges {
-		p := r.InUse()
-		if len(c.Ranges) > 1 || r.Set != "IPv4" && r.Set != "IPv6" {
-			p += " in " + r.Set
-		}
-		if r.Grows && !c.Grows {
-			p += " (can add addresses)"
-		}
-		parts = append(parts, p)
-	}
-	s := network + " (" + source + ")"
-	if len(parts) > 0 {
-		s += ": " + strings.Join(parts, ", ")
-	}
-	switch {
-	case c.Unknown != "":
-		s += "; cannot tell: " + c.Unknown
-	case c.Grows:
-		s += "; the source can add addresses"
-	}
-	return s
 }
 
 // Tightest is the range set with the fewest addresses free: the one that

@@ -21,8 +21,8 @@ type judgement struct {
 	short bool // a pool with poolAction taint is short, or held as it was
 	// unsure: the config folder could not be read, or an entry is
 	// invalid: never lift the taint.
-	unsure  bool
-	message []string // per network
+	unsure bool
+	parts  []pool.Part // per network, for the condition's message
 	// held names the networks that can't tell, whose last verdict stands.
 	held []string
 	// reloaded: the config folder was read again for this count.
@@ -49,7 +49,7 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 		if !keepAt.IsZero() && (w.keepAt.IsZero() || keepAt.Before(w.keepAt)) {
 			w.keepAt = keepAt
 		}
-		var msg string
+		part := pool.Part{Network: n.Network, Source: n.Source.Type(), MinFree: n.MinFree}
 		if why := cantTell(cnt, err); why != "" {
 			// Its hysteresis, and its last verdict, stay as they were.
 			if err == nil {
@@ -60,7 +60,10 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 				j.short = true
 			}
 			j.held = append(j.held, n.Network)
-			msg = w.heldPart(n, cnt, err, why, exhausted)
+			part.Exhausted, part.HeldSince, part.Why = exhausted, w.held[n.Network], why
+			if err == nil {
+				part.Count = cnt
+			}
 		} else {
 			w.told(n)
 			w.setAddresses(n, cnt)
@@ -88,22 +91,15 @@ func (w *Watcher) judge(fsw *fsnotify.Watcher, full bool) judgement {
 			if exhausted && n.Action == config.PoolTaint {
 				j.short = true
 			}
-			msg = pool.Describe(n.Network, cnt.Ranges)
-			if n.Origin() != pool.Folder {
-				msg = cnt.Describe(n.Network, n.Source.Type())
-			}
-			msg += fmt.Sprintf(" (minFree %d)", n.MinFree)
-			if exhausted {
-				// Which network is short, for people and for kubectl netready
-				// (pool.ParseLine reads the message back).
-				msg += pool.ExhaustedMark
-			}
+			// Which network is short, for people and for kubectl netready
+			// (pool.ParseLine reads the message back).
+			part.Count, part.Exhausted = cnt, exhausted
 		}
 		if g, ok := held[n.Network]; ok {
-			msg += fmt.Sprintf(" (its netready entry left the CNI config at %s; still counted until %s)",
+			part.Note = fmt.Sprintf("its netready entry left the CNI config at %s; still counted until %s",
 				g.since.UTC().Format(time.RFC3339), g.since.Add(w.forgetAfter).UTC().Format(time.RFC3339))
 		}
-		j.message = append(j.message, msg)
+		j.parts = append(j.parts, part)
 	}
 	// Series of pools no longer watched go; the others are never absent
 	// from a scrape.

@@ -54,21 +54,6 @@ func (w *Watcher) told(n pool.Network) {
 	w.noteUnknown(n, "", false, false)
 }
 
-// heldPart is the condition's part for a network that can't tell.
-func (w *Watcher) heldPart(n pool.Network, cnt pool.Count, err error, why string, exhausted bool) string {
-	head := n.Network
-	if n.Origin() != pool.Folder {
-		head += " (" + n.Source.Type() + ")" // as its count would say it
-	}
-	if err == nil && len(cnt.Ranges) > 0 {
-		// What it did count, without the verdict it cannot give.
-		c := cnt
-		c.Unknown, c.Grows = "", false
-		head = c.Describe(n.Network, n.Source.Type())
-	}
-	return pool.HeldPart(head, w.held[n.Network], why, n.MinFree, exhausted)
-}
-
 // heldKey is the held networks, for noticing that the set changed.
 func heldKey(held []string) string {
 	s := slices.Clone(held)

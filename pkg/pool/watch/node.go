@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/fsnotify/fsnotify"
@@ -15,6 +14,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/pool"
 )
 
 // reconcile counts every pool and, when the verdict differs from what the
@@ -53,17 +53,18 @@ func (w *Watcher) reconcile(ctx context.Context, fsw *fsnotify.Watcher, full boo
 	if len(w.nets) == 0 && len(w.gone) == 0 && !nodewriter.Has(node) && nodewriter.Current(node) == nil {
 		return nil // never touched: nothing to say
 	}
+	line := pool.FormatLine(j.parts)
 	if p := nodewriter.SpecPatch(node, want); p != nil {
 		if node, err = w.nodes.PatchNode(ctx, w.node, types.MergePatchType, p); err != nil {
 			return fmt.Errorf("patch the taint: %w", err)
 		}
-		w.log.Info("node taint", "taint", nodewriter.Key, "present", want, "pools", strings.Join(j.message, "; "))
-		w.recordTaint(node, want, len(j.held) > 0, strings.Join(j.message, "; "))
+		w.log.Info("node taint", "taint", nodewriter.Key, "present", want, "pools", line)
+		w.recordTaint(node, want, len(j.held) > 0, line)
 	}
 	has := nodewriter.Has(node)
 	w.applied = &has
 	w.setTainted(has)
-	msg := strings.Join(j.message, "; ")
+	msg := line
 	if len(w.nets) == 0 && len(w.gone) == 0 {
 		msg = "no network on this node has a pool netready watches"
 	}
