@@ -1,13 +1,20 @@
 package nodewriter
 
 import (
+	"context"
 	"encoding/json"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
+
+	"github.com/netready/netready/pkg/health"
+	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
 )
 
 func TestSpecPatch(t *testing.T) {
@@ -77,5 +84,39 @@ func TestStatusPatch(t *testing.T) {
 				t.Errorf("condition %+v, want transition %v", c, tt.transition)
 			}
 		})
+	}
+}
+
+// TestUninstallLiftsTaintAndCondition: --uninstall takes the taint and the
+// condition off, keeps other taints and conditions, and /readyz waits
+// for it.
+func TestUninstallLiftsTaintAndCondition(t *testing.T) {
+	const node = "n1"
+	other := corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule}
+	client := fake.NewClientset(&corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: node},
+		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{other, {Key: Key, Effect: corev1.TaintEffectNoSchedule}}},
+		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
+			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
+			Condition(true, "podnet: 13 of 13 addresses in use"),
+		}},
+	})
+	h := health.New()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	LiftAll(ctx, kubeapitest.Fake{C: client}, node, slog.New(slog.NewTextHandler(io.Discard, nil)), h)
+	n, _ := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+	if diff := cmp.Diff([]corev1.Taint{other}, n.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	var types []corev1.NodeConditionType
+	for _, c := range n.Status.Conditions {
+		types = append(types, c.Type)
+	}
+	if diff := cmp.Diff([]corev1.NodeConditionType{corev1.NodeReady}, types); diff != "" {
+		t.Errorf("conditions (-want +got):\n%s", diff)
+	}
+	if why := h.UnreadyReason(); why != "" {
+		t.Errorf("/readyz still waits: %s", why)
 	}
 }

@@ -24,6 +24,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/scopecheck"
 	"github.com/netready/netready/pkg/writegate"
@@ -151,7 +152,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			return fmt.Errorf("kubernetes client: %w", err)
 		}
 		if o.Uninstall {
-			go watch.LiftAll(ctx, nodeClient, o.NodeName, log, h)
+			go nodewriter.LiftAll(ctx, nodeClient, o.NodeName, log, h)
 		} else {
 			pc := watch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter,
 				Clusters: newClusterSources(ctx, cfg, o.NodeName, log).get}

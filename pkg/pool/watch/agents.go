@@ -6,12 +6,6 @@ import (
 	"github.com/netready/netready/pkg/pool"
 )
 
-// ReasonPoolUnknown is the reason of the Warning Node Event for a pool
-// netready cannot tell about: its agent does not answer, answers what
-// netready cannot read, or gives no capacity. Such a pool neither adds
-// nor lifts the taint: its last verdict stands (held.go).
-const ReasonPoolUnknown = "NetreadyPoolUnknown"
-
 // agentPoll is how often an agent's pool is read: agents send no inotify
 // event, and refresh their own counts about this often (Cilium's status
 // collector: every 5 s).

@@ -6,11 +6,8 @@ import (
 	"strings"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
-
 	"github.com/netready/netready/pkg/config"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
 )
 
@@ -133,10 +130,9 @@ func (w *Watcher) noteUnknown(n pool.Network, why string, exhausted, event bool)
 			"network", n.Network, "source", n.Source.Type(), "why", why, "taintHeld", held)
 	}
 	note.why = why
-	if event && !note.evented && w.events != nil {
+	if event && !note.evented && w.nodes.Warns() {
 		note.evented = true
-		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
-		w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonPoolUnknown, "Count",
+		w.nodes.Warn(nodewriter.ReasonPoolUnknown, "Count",
 			"network %s: netready cannot tell whether its IP pool (%s) is exhausted, so the node's taint is held as it was until it can (since %s): %s",
 			n.Network, n.Source.Type(), w.held[n.Network].UTC().Format(time.RFC3339), why)
 	}

@@ -193,7 +193,7 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 				for {
 					select {
 					case e := <-rec.Events:
-						if strings.Contains(e, ReasonPoolUnknown) {
+						if strings.Contains(e, nodewriter.ReasonPoolUnknown) {
 							got = append(got, e)
 						}
 					default:
@@ -238,8 +238,8 @@ func TestCantTellHoldsTheTaint(t *testing.T) {
 					}
 				}
 			}
-			if got := unknownEvents(); len(got) != 1 || !strings.Contains(got[0], "Warning "+ReasonPoolUnknown) || !strings.Contains(got[0], src.why) {
-				t.Errorf("Events while it can't tell = %q, want one Warning %s naming %q", got, ReasonPoolUnknown, src.why)
+			if got := unknownEvents(); len(got) != 1 || !strings.Contains(got[0], "Warning "+nodewriter.ReasonPoolUnknown) || !strings.Contains(got[0], src.why) {
+				t.Errorf("Events while it can't tell = %q, want one Warning %s naming %q", got, nodewriter.ReasonPoolUnknown, src.why)
 			}
 
 			set(answerRoom)

@@ -2,17 +2,11 @@ package watch
 
 import (
 	"github.com/containernetworking/cni/pkg/version"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/conflist"
 	"github.com/netready/netready/pkg/kubeapi"
+	"github.com/netready/netready/pkg/nodewriter"
 )
-
-// ReasonStatusInactive is the reason of the Warning Node Event for a
-// runtime config whose cniVersion means STATUS and GC are never called.
-const ReasonStatusInactive = "NetreadyStatusInactive"
 
 // noteStatusActive sets netready_cni_status_active for the file the
 // runtime uses: 1 when its cniVersion makes runtimes call STATUS and GC
@@ -36,15 +30,14 @@ func (w *Watcher) noteStatusActive() {
 	key := f.Path + " " + f.CNIVersion()
 	now := w.now()
 	repeat := key == w.statusInactive && now.Sub(w.statusInactiveAt) >= kubeapi.RepeatWarningAfter
-	if v == 1 || (key == w.statusInactive && !repeat) || w.events == nil {
+	if v == 1 || (key == w.statusInactive && !repeat) || !w.nodes.Warns() {
 		if v == 1 {
 			w.statusInactive = ""
 		}
 		return
 	}
 	w.statusInactive, w.statusInactiveAt = key, now
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: w.node, UID: types.UID(w.node)}}
-	w.events.Eventf(node, nil, corev1.EventTypeWarning, ReasonStatusInactive, "Check",
+	w.nodes.Warn(nodewriter.ReasonStatusInactive, "Check",
 		"network %s: %s says cniVersion %s, and runtimes call STATUS and GC only at 1.1.0 or later: netready's STATUS verdicts and GC never run on this node. Run netready-install with --cni-version auto to raise it where every plugin of the chain supports 1.1.0",
 		f.Network, f.Path, f.CNIVersion())
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/netready/netready/pkg/health"
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
 )
 
@@ -43,8 +44,7 @@ import (
 type Watcher struct {
 	confDir     string
 	node        string
-	nodes       kubeapi.Client
-	events      kubeapi.EventRecorder // Node Events for the taint; nil records none
+	nodes       *nodewriter.Writer
 	resync      time.Duration
 	forgetAfter time.Duration
 	log         *slog.Logger
@@ -132,7 +132,7 @@ type Config struct {
 
 // New returns the watch of cfg.Node's pools; Run runs it.
 func New(o Config, nodes kubeapi.Client, events kubeapi.EventRecorder, log *slog.Logger, m *metrics.Metrics, h *health.Health) *Watcher {
-	w := &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodes, events: events, resync: o.Resync, forgetAfter: o.ForgetAfter,
+	w := &Watcher{confDir: o.ConfDir, node: o.Node, nodes: nodewriter.New(nodes, events, o.Node, log.With("part", "pool")), resync: o.Resync, forgetAfter: o.ForgetAfter,
 		log: log.With("part", "pool"), metrics: m, health: h, now: time.Now, newWatcher: fsnotify.NewWatcher,
 		short: map[string]bool{}, series: map[[2]string]bool{}, sourceSeries: map[[2]string]bool{}, gone: map[string]goneNetwork{},
 		memos: map[string]*pool.Memo{}, unknown: map[string]unknownNote{}, verdict: map[string]bool{}, held: map[string]time.Time{},

@@ -119,40 +119,6 @@ func waitUntil(t *testing.T, what string, ok func() bool) {
 	}
 }
 
-// TestUninstallLiftsTaintAndCondition: --uninstall takes the taint and the
-// condition off, keeps other taints and conditions, and /readyz waits
-// for it.
-func TestUninstallLiftsTaintAndCondition(t *testing.T) {
-	const node = "n1"
-	other := corev1.Taint{Key: "example.com/other", Effect: corev1.TaintEffectNoSchedule}
-	client := fake.NewClientset(&corev1.Node{
-		ObjectMeta: metav1.ObjectMeta{Name: node},
-		Spec:       corev1.NodeSpec{Taints: []corev1.Taint{other, {Key: nodewriter.Key, Effect: corev1.TaintEffectNoSchedule}}},
-		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{
-			{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
-			nodewriter.Condition(true, "podnet: 13 of 13 addresses in use"),
-		}},
-	})
-	h := health.New()
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-	defer cancel()
-	LiftAll(ctx, kubeapitest.Fake{C: client}, node, slog.New(slog.NewTextHandler(io.Discard, nil)), h)
-	n, _ := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
-	if diff := cmp.Diff([]corev1.Taint{other}, n.Spec.Taints); diff != "" {
-		t.Errorf("taints (-want +got):\n%s", diff)
-	}
-	var types []corev1.NodeConditionType
-	for _, c := range n.Status.Conditions {
-		types = append(types, c.Type)
-	}
-	if diff := cmp.Diff([]corev1.NodeConditionType{corev1.NodeReady}, types); diff != "" {
-		t.Errorf("conditions (-want +got):\n%s", diff)
-	}
-	if why := h.UnreadyReason(); why != "" {
-		t.Errorf("/readyz still waits: %s", why)
-	}
-}
-
 // TestPoolWatchKeepsStatusCount: for a pool that STATUS counts
 // (poolAction "notready"), each count after a change is kept where STATUS
 // looks first, once the change is a few clock ticks old, with no other
@@ -250,12 +216,12 @@ func TestCNIStatusActive(t *testing.T) {
 		}
 		select {
 		case e := <-rec.Events:
-			if !tc.event || !strings.Contains(e, "Warning "+ReasonStatusInactive) || !strings.Contains(e, "says cniVersion 0.3.1") || !strings.Contains(e, "--cni-version auto") {
+			if !tc.event || !strings.Contains(e, "Warning "+nodewriter.ReasonStatusInactive) || !strings.Contains(e, "says cniVersion 0.3.1") || !strings.Contains(e, "--cni-version auto") {
 				t.Errorf("%d: cniVersion %s: Event %q, want one: %v", i, tc.version, e, tc.event)
 			}
 		default:
 			if tc.event {
-				t.Errorf("%d: cniVersion %s: no %s Event", i, tc.version, ReasonStatusInactive)
+				t.Errorf("%d: cniVersion %s: no %s Event", i, tc.version, nodewriter.ReasonStatusInactive)
 			}
 		}
 	}

@@ -20,7 +20,6 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/netready/netready/pkg/nodewriter"
-	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
 	"github.com/netready/netready/test/harness/kube"
@@ -147,7 +146,7 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 			{"NetreadyConfigInvalid about its own Node", event("e2", "Node", "node-a", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), true},
 			{"NetreadyPresetNotWriting about its own Node", event("e6", "Node", "node-a", "default", nodewriter.ReasonPresetNotWriting, "netready-sidecar-node-a"), true},
 			{"NetreadyInstallBackedOff about its own Node", event("e7", "Node", "node-a", "default", nodewriter.ReasonInstallBackedOff, "netready-sidecar-node-a"), true},
-			{"NetreadyStatusInactive about its own Node", event("e8", "Node", "node-a", "default", watch.ReasonStatusInactive, "netready-sidecar-node-a"), true},
+			{"NetreadyStatusInactive about its own Node", event("e8", "Node", "node-a", "default", nodewriter.ReasonStatusInactive, "netready-sidecar-node-a"), true},
 			{"about another Node", event("e3", "Node", "node-b", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), false},
 			{"as another node's sidecar", event("e4", "Pod", "web-a", "default", publish.ReasonProgrammed, "netready-sidecar-node-b"), false},
 			{"a reason netready never gives", event("e5", "Pod", "web-a", "default", "Killing", "netready-sidecar-node-a"), false},
