@@ -1,7 +1,9 @@
-// Package taint owns what the sidecar says about its own Node when an IP
-// pool runs short: the NoSchedule taint netready.io/pod-ips-exhausted, the
-// NetworkPoolExhausted condition, and the patches that set them and touch
-// nothing else. The scheduler stops sending pods; nothing is evicted.
+// Package nodewriter owns what the sidecar writes on its own Node: the
+// NoSchedule taint netready.io/pod-ips-exhausted while an IP pool runs
+// short, the NetworkPoolExhausted condition saying why, the patches that
+// set them and touch nothing else, and the Node's Warning Events
+// (warnings.go, writer.go). The scheduler stops sending pods; nothing is
+// evicted.
 package nodewriter
 
 import (

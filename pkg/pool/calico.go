@@ -9,7 +9,7 @@ import (
 
 // calicoKind is Calico IPAM with the Kubernetes datastore: its blocks,
 // affinities and pools are in the API server, which only the sidecar
-// reads (pkg/calicoipam); STATUS reads the sidecar's verdict.
+// reads (pkg/pool/calico); STATUS reads the sidecar's verdict.
 var calicoKind = kind{
 	typ: config.IPAMCalico,
 	// Calico's plugin allocates with calico-ipam.

@@ -10,7 +10,7 @@ import (
 // ovnKind is ovn-kubernetes: ovnkube allocates each pod's address from
 // the node's subnet (the Node annotation k8s.ovn.org/node-subnets) and
 // records it on the pod (k8s.ovn.org/pod-networks). Both are in the API
-// server, which only the sidecar reads (pkg/ovnpool); STATUS reads the
+// server, which only the sidecar reads (pkg/pool/ovn); STATUS reads the
 // sidecar's verdict.
 var ovnKind = kind{
 	typ:    config.IPAMOVN,

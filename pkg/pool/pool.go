@@ -4,8 +4,12 @@
 // when it counts as exhausted. Each IPAM is one Source: host-local's
 // allocation folder, the Cilium agent, the AWS VPC CNI's ipamd, and for
 // calico-ipam and ovn-kubernetes, whose truth is in the API server, the
-// sidecar's verdict (verdict.go). STATUS and the sidecar's node taint
-// both use it, so that the two never disagree about a pool.
+// sidecar's verdict (verdict.go). kinds.go is the one table of sources;
+// line.go writes and reads the pool line of the Node's condition. STATUS
+// and the sidecar's node taint both use it, so that the two never
+// disagree about a pool. The sources that need the API server live in
+// pool/calico and pool/ovn, and the sidecar's count loop in pool/watch,
+// so that the plugin never links client-go.
 package pool
 
 import (

@@ -1,4 +1,4 @@
-// Package calicoipam counts a node's pod addresses under Calico IPAM
+// Package calico counts a node's pod addresses under Calico IPAM
 // (calico-ipam, Kubernetes datastore). calico-ipam keeps no count on the
 // node: its blocks, block affinities, IPAM configuration and IP pools are
 // custom resources (crd.projectcalico.org/v1), so the sidecar watches them

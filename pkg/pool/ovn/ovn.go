@@ -1,4 +1,4 @@
-// Package ovnpool owns counting a node's ovn-kubernetes pool for the
+// Package ovn owns counting a node's ovn-kubernetes pool for the
 // sidecar: the node's subnet from its Node's k8s.ovn.org/node-subnets
 // annotation, less the addresses ovnkube reserves, against the addresses
 // kubelet posted for the node's pods (status.podIPs), never the pods'

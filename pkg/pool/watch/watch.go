@@ -1,11 +1,11 @@
-// Package poolwatch owns the node's IP pools as the scheduler sees them:
-// it counts host-local's pools of the networks whose netready entry asks
-// for it, taints the Node NoSchedule while one is short, keeps the
-// NetworkPoolExhausted condition and the pool metrics saying why, and
-// records a Node Event when the taint goes on and comes off. For pools
-// that STATUS counts instead, it keeps STATUS's count fresh, and for
-// pools whose truth is in the API server it keeps the verdict STATUS
-// reads.
+// Package watch owns the sidecar's count of the node's IP pools and the
+// verdicts it keeps from them: it counts the pools of the networks whose
+// netready entry asks for it, decides whether the Node is tainted
+// NoSchedule while one is short (hysteresis, and a pool that can't tell
+// holding its last verdict), and keeps the pool metrics. pkg/nodewriter
+// writes what it decides on the Node. For pools that STATUS counts
+// instead, it keeps STATUS's count fresh, and for pools whose truth is in
+// the API server it keeps the verdict STATUS reads.
 package watch
 
 import (
