@@ -2,6 +2,7 @@ package pool
 
 import (
 	"encoding/json"
+	"fmt"
 	"math/big"
 	"os"
 	"path/filepath"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/conflist"
 )
 
@@ -147,5 +149,28 @@ func TestCalicoScopeAsCalicoReadsIt(t *testing.T) {
 	}
 	if _, err := New("net", json.RawMessage(`{"type":"calico-ipam","ipv4pools":["p"]}`)); err == nil || !strings.Contains(err.Error(), "ipv4pools") {
 		t.Errorf("an unknown key: %v, want an error naming it", err)
+	}
+}
+
+// TestEveryKindIsAConfigType: the status.ipam types that configuration
+// accepts are the kinds of the table, in its order, and each kind's own
+// ipam object with nothing but its type (host-local's with a range) is
+// valid configuration.
+func TestEveryKindIsAConfigType(t *testing.T) {
+	var types []string
+	for _, k := range kinds {
+		types = append(types, fmt.Sprintf("%q", k.typ))
+		ipam := fmt.Sprintf(`{"type":%q}`, k.typ)
+		if k.typ == config.IPAMHostLocal {
+			ipam = `{"type":"host-local","subnet":"10.1.0.0/24"}`
+		}
+		if _, err := config.Parse([]byte(`{"cniVersion":"1.1.0","name":"n","type":"netready","status":{"ipam":` + ipam + `}}`)); err != nil {
+			t.Errorf("kind %s: configuration refuses %s: %v", k.typ, ipam, err)
+		}
+	}
+	_, err := config.Parse([]byte(`{"cniVersion":"1.1.0","name":"n","type":"netready","status":{"ipam":{"type":"no-such-source"}}}`))
+	want := `only "type": ` + strings.Join(types[:len(types)-1], ", ") + " or " + types[len(types)-1] + " can be counted"
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Errorf("an unknown type: %v, want it to say %s", err, want)
 	}
 }
