@@ -155,7 +155,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			go nodewriter.LiftAll(ctx, nodeClient, o.NodeName, log, h)
 		} else {
 			pc := watch.Config{ConfDir: o.CNIConfDir, Node: o.NodeName, Resync: o.PoolResync, ForgetAfter: o.PoolForgetAfter,
-				Clusters: newClusterSources(ctx, cfg, o.NodeName, log).get}
+				Clusters: watch.FromAPIServer(ctx, cfg, o.NodeName, log)}
 			go watch.New(pc, nodeClient, recorder, log, m, h).Run(ctx)
 		}
 	}

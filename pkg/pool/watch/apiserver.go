@@ -1,4 +1,4 @@
-package sidecar
+package watch
 
 import (
 	"context"
@@ -6,17 +6,18 @@ import (
 	"log/slog"
 	"sync"
 
+	"k8s.io/client-go/dynamic"
 	"k8s.io/client-go/rest"
 
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/kubeapi"
+	"github.com/netready/netready/pkg/pool/calico"
 	"github.com/netready/netready/pkg/pool/ovn"
-	"github.com/netready/netready/pkg/pool/watch"
 )
 
 // clusterSource is a ClusterSource with the watches it runs.
 type clusterSource interface {
-	watch.ClusterSource
+	ClusterSource
 	Run(ctx context.Context)
 }
 
@@ -35,12 +36,18 @@ type clusterSources struct {
 	made map[string]clusterSource
 }
 
+// FromAPIServer is the ClusterSources of the sidecar: each source reads
+// the API server at cfg for node, as long as ctx lasts.
+func FromAPIServer(ctx context.Context, cfg *rest.Config, node string, log *slog.Logger) ClusterSources {
+	return newClusterSources(ctx, cfg, node, log).get
+}
+
 func newClusterSources(ctx context.Context, cfg *rest.Config, node string, log *slog.Logger) *clusterSources {
 	return &clusterSources{ctx: ctx, cfg: cfg, node: node, log: log.With("part", "pool"), made: map[string]clusterSource{}}
 }
 
-// get is watch.ClusterSources.
-func (c *clusterSources) get(typ string) (watch.ClusterSource, error) {
+// get is ClusterSources.
+func (c *clusterSources) get(typ string) (ClusterSource, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if s, ok := c.made[typ]; ok {
@@ -78,7 +85,7 @@ func (c *clusterSources) get(typ string) (watch.ClusterSource, error) {
 }
 
 // madeSource is a source that runs until the pool watch releases it
-// (watch.Releaser), when no network counts from it any more.
+// (Releaser), when no network counts from it any more.
 type madeSource struct {
 	clusterSource
 	release func()
@@ -95,4 +102,15 @@ func (c *clusterSources) ovn() (clusterSource, error) {
 		return nil, fmt.Errorf("kubernetes client: %w", err)
 	}
 	return ovn.New(ovn.Options{Client: client, Node: c.node, Log: c.log}), nil
+}
+
+// calico watches Calico's IPAM objects. Only deploy/components/calico
+// grants reading them: without it the source cannot tell, naming the
+// component (calico.Watcher.Count), and nothing fails.
+func (c *clusterSources) calico() (clusterSource, error) {
+	dyn, err := dynamic.NewForConfig(c.cfg)
+	if err != nil {
+		return nil, fmt.Errorf("dynamic client: %w", err)
+	}
+	return calico.New(calico.Options{Dynamic: dyn, Node: c.node, Log: c.log}), nil
 }

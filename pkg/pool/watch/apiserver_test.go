@@ -1,4 +1,4 @@
-package sidecar
+package watch
 
 import (
 	"context"
@@ -10,7 +10,6 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/pool/watch"
 )
 
 // TestClusterSources: a source is made at its first need, once, and runs
@@ -52,9 +51,9 @@ func TestClusterSourceRelease(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r, ok := a.(watch.Releaser)
+	r, ok := a.(Releaser)
 	if !ok {
-		t.Fatalf("%T is not a watch.Releaser: the pool watch could never stop its watches", a)
+		t.Fatalf("%T is not a Releaser: the pool watch could never stop its watches", a)
 	}
 	r.Release()
 	if len(c.made) != 0 {
