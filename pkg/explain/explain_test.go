@@ -18,7 +18,6 @@ import (
 
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
-	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/sidecar"
 )
@@ -222,7 +221,7 @@ n1: NetreadyStatusInactive (5m0s ago): cniVersion 0.3.1
 // ones the sidecar records (explain cannot import those packages: the
 // client links no netlink).
 func TestOperatorReasonsAreTheSidecars(t *testing.T) {
-	want := []string{nodewriter.ReasonPresetNotWriting, watch.ReasonStatusInactive, nodewriter.ReasonInstallBackedOff, nodewriter.ReasonInvalidConfig, watch.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
+	want := []string{nodewriter.ReasonPresetNotWriting, nodewriter.ReasonStatusInactive, nodewriter.ReasonInstallBackedOff, nodewriter.ReasonInvalidConfig, nodewriter.ReasonPoolUnknown, sidecar.ReasonScopeUnknown}
 	if diff := cmp.Diff(want, operatorReasons); diff != "" {
 		t.Errorf("operatorReasons (-want +got):\n%s", diff)
 	}

@@ -2,6 +2,7 @@ package explain
 
 import (
 	"bytes"
+	"math/big"
 	"strings"
 	"testing"
 	"time"
@@ -12,16 +13,21 @@ import (
 )
 
 // TestHeldPoolSaysHeld: a pool that can't tell, as the sidecar writes it
-// (pool.HeldPart), reads in kubectl netready status as "held: can't tell
+// (pool.FormatLine), reads in kubectl netready status as "held: can't tell
 // since <when>: <cause>", never as room or "taints nothing", and says when
 // its last verdict keeps the taint.
 func TestHeldPoolSaysHeld(t *testing.T) {
 	since := time.Date(2026, 12, 1, 12, 0, 7, 0, time.UTC)
 	// wide has room, though at exactly minFree: the held pool is the
 	// taint's, so the counts of an unmarked message are not read for it.
-	msg := pool.HeldPart("cil (cilium)", since, "the Cilium agent: 503 Service Unavailable", 1, true) + "; " +
-		pool.HeldPart("edge: 3 of 5 addresses in use", since.Add(time.Minute), "host-local's dataDir /x does not exist here", 2, false) + "; " +
-		"wide: 4 of 5 addresses in use (minFree 2)"
+	five := func(used int64) pool.Count {
+		return pool.Count{Ranges: []pool.Range{{Set: "IPv4", Usable: big.NewInt(5), Used: used}}}
+	}
+	msg := pool.FormatLine([]pool.Part{
+		{Network: "cil", Source: "cilium", MinFree: 1, Exhausted: true, HeldSince: since, Why: "the Cilium agent: 503 Service Unavailable"},
+		{Network: "edge", Source: "host-local", MinFree: 2, Count: five(3), HeldSince: since.Add(time.Minute), Why: "host-local's dataDir /x does not exist here"},
+		{Network: "wide", Source: "host-local", MinFree: 2, Count: five(4)},
+	})
 	var out bytes.Buffer
 	WriteNodesText(&out, []NodeReport{{Node: "n1", Tainted: true, Pools: poolsOf("n1", &Condition{Status: "True", Message: msg})}})
 	var got []string

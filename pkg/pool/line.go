@@ -42,10 +42,10 @@ const heldAt = "; held: can't tell since "
 // can't tell and was exhausted when it last could: the taint stays for it.
 const HeldExhaustedMark = ", exhausted when last counted"
 
-// HeldPart is the part of a network that can't tell since since, why:
+// heldPart is the part of a network that can't tell since since, why:
 // head is "NETWORK[ (SOURCE)]" and the counts it still has, if any;
 // exhausted is its last verdict, which stands.
-func HeldPart(head string, since time.Time, why string, minFree int, exhausted bool) string {
+func heldPart(head string, since time.Time, why string, minFree int, exhausted bool) string {
 	s := head + heldAt + since.UTC().Format(time.RFC3339) + ": " + why + " (minFree " + strconv.Itoa(minFree) + ")"
 	if exhausted {
 		s += HeldExhaustedMark
@@ -99,7 +99,7 @@ func (p Part) format() string {
 			c.Unknown, c.Grows = "", false
 			s = c.Describe(p.Network, p.Source)
 		}
-		s = HeldPart(s, p.HeldSince, p.Why, p.MinFree, p.Exhausted)
+		s = heldPart(s, p.HeldSince, p.Why, p.MinFree, p.Exhausted)
 	default:
 		if p.Source == config.IPAMHostLocal {
 			s = Describe(p.Network, p.Count.Ranges)

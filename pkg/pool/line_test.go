@@ -120,13 +120,13 @@ func TestParsePoolsAfterTheBound(t *testing.T) {
 	}
 }
 
-// TestHeldPartReadsBack: what HeldPart writes reads back as the pool it
+// TestHeldPartReadsBack: what heldPart writes reads back as the pool it
 // says, whatever the cause holds.
 func TestHeldPartReadsBack(t *testing.T) {
 	since := time.Date(2026, 12, 1, 12, 0, 0, 0, time.FixedZone("CET", 3600))
 	for _, exhausted := range []bool{true, false} {
 		for _, why := range []string{"the Cilium agent: 503", "calico-ipam: watch failed (minFree 3): x, y", "ünïcödé: (ENOENT)"} {
-			msg := HeldPart("a (cilium): 14 of 14 addresses in use", since, why, 2, exhausted)
+			msg := heldPart("a (cilium): 14 of 14 addresses in use", since, why, 2, exhausted)
 			want := []Line{{Network: "a", Source: "cilium", Ranges: []LineRange{rng("", 0, 14, 14, 0)}, MinFree: 2, State: StateUnknown,
 				Why: why, Since: since.UTC(), HeldExhausted: exhausted}}
 			if diff := cmp.Diff(want, ParseLine(msg), bigEqual); diff != "" {
