@@ -10,11 +10,10 @@ import (
 	"encoding/json"
 	"slices"
 	"time"
+	"unicode/utf8"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
-	"github.com/netready/netready/pkg/pool"
 )
 
 // Key is the taint's key; its effect is NoSchedule.
@@ -22,6 +21,10 @@ const Key = "netready.io/pod-ips-exhausted"
 
 // ConditionType is the Node condition that says why.
 const ConditionType corev1.NodeConditionType = "NetworkPoolExhausted"
+
+// maxMessage keeps the condition readable in kubectl describe node; the
+// pool line's reader knows it (pool.MaxLine).
+const maxMessage = 1024
 
 // Reasons of the condition.
 const (
@@ -64,8 +67,22 @@ func Condition(short bool, message string) corev1.NodeCondition {
 	if short {
 		c.Status, c.Reason = corev1.ConditionTrue, ReasonExhausted
 	}
-	c.Message = pool.Truncate(c.Message, pool.MaxLine)
+	c.Message = Truncate(c.Message, maxMessage)
 	return c
+}
+
+// Truncate bounds s to max bytes, ending what it cuts with "...", and
+// never splits a character: the API server would store a broken one as
+// U+FFFD, or refuse it.
+func Truncate(s string, max int) string {
+	if len(s) <= max {
+		return s
+	}
+	end := max - len("...")
+	for end > 0 && !utf8.RuneStart(s[end]) {
+		end--
+	}
+	return s[:end] + "..."
 }
 
 // Current returns the node's condition, or nil.

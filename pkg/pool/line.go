@@ -157,23 +157,10 @@ func (c Count) Describe(network, source string) string {
 	return s
 }
 
-// MaxLine bounds the condition's message that carries the pool line, so
-// that it stays readable in kubectl describe node.
+// MaxLine is the bound of the condition's message that carries the pool
+// line (nodewriter.Condition cuts it there, ending with "..."): a line of
+// that length that ends so was cut short.
 const MaxLine = 1024
-
-// Truncate bounds s to max bytes, ending what it cuts with "...", and
-// never splits a character: the API server would store a broken one as
-// U+FFFD, or refuse it.
-func Truncate(s string, max int) string {
-	if len(s) <= max {
-		return s
-	}
-	end := max - len("...")
-	for end > 0 && !utf8.RuneStart(s[end]) {
-		end--
-	}
-	return s[:end] + "..."
-}
 
 // States of a Line.
 const (

@@ -9,6 +9,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/go-cmp/cmp"
+
+	"github.com/netready/netready/pkg/nodewriter"
 )
 
 // bigEqual compares counts by value.
@@ -103,7 +105,7 @@ func TestParsePoolsAfterTheBound(t *testing.T) {
 			}
 			parts = append(parts, strings.Repeat("x", pad)+p)
 		}
-		msg := Truncate(strings.Join(parts, "; "), MaxLine)
+		msg := nodewriter.Condition(true, strings.Join(parts, "; ")).Message
 		pools := ParseLine(msg)
 		for i, p := range pools {
 			want := StateRoom
@@ -142,7 +144,7 @@ func TestHeldPartReadsBack(t *testing.T) {
 func TestTruncateKeepsCharactersWhole(t *testing.T) {
 	for pad := range 4 {
 		msg := strings.Repeat("x", pad) + strings.Repeat("€", MaxLine) // 3 bytes each
-		got := Truncate(msg, MaxLine)
+		got := nodewriter.Condition(false, msg).Message
 		if !utf8.ValidString(got) || len(got) > MaxLine || !strings.HasSuffix(got, "€...") {
 			t.Errorf("pad %d: message of %d bytes, valid UTF-8 %v, ends %q", pad, len(got), utf8.ValidString(got), got[max(0, len(got)-8):])
 		}
@@ -161,7 +163,7 @@ func TestTruncateKeepsCharactersWhole(t *testing.T) {
 		{"abcdefghijk", 6, "abc..."},
 		{"日本語テキスト", 9, "日本..."},
 	} {
-		if got := Truncate(tt.in, tt.max); got != tt.want {
+		if got := nodewriter.Truncate(tt.in, tt.max); got != tt.want {
 			t.Errorf("Truncate(%q, %d) = %q, want %q", tt.in, tt.max, got, tt.want)
 		}
 	}
