@@ -11,8 +11,10 @@ import (
 // collector: every 5 s).
 const agentPoll = 5 * time.Second
 
-// hasAgents reports whether a watched pool is an agent's.
-func (w *Watcher) hasAgents() bool {
+// polled reports whether a watched pool is read rather than watched: an
+// agent's, or one whose truth is in the API server. Neither sends an
+// inotify event.
+func (w *Watcher) polled() bool {
 	for _, n := range w.nets {
 		if n.Origin() != pool.Folder {
 			return true

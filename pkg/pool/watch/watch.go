@@ -227,7 +227,7 @@ func (w *Watcher) watch(ctx context.Context) error {
 		if !w.keepAt.IsZero() {
 			keep = time.After(time.Until(w.keepAt))
 		}
-		if w.hasAgents() {
+		if w.polled() {
 			// An agent's pool sends no inotify event.
 			poll = time.After(agentPoll)
 		}
