@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -52,8 +53,11 @@ func asYAML(v any) string {
 func TestHelmChartRendersEachOperatorValueWhereItBelongs(t *testing.T) {
 	const ds = "DaemonSet/default/netready"
 	pod := []string{"spec", "template", "spec"}
-	sidecar := append(pod[:3:3], "containers", "name=sidecar")
-	install := append(pod[:3:3], "containers", "name=install")
+	sidecar := slices.Concat(pod, []string{"containers", "name=sidecar"})
+	install := slices.Concat(pod, []string{"containers", "name=install"})
+	// at is base and more, in a list of its own: the table's paths
+	// share no backing array.
+	at := func(base []string, more ...string) []string { return slices.Concat(base, more) }
 	tests := []struct {
 		name string
 		sets []string
@@ -61,25 +65,25 @@ func TestHelmChartRendersEachOperatorValueWhereItBelongs(t *testing.T) {
 		path []string // the field
 		want string   // in the field's YAML
 	}{
-		{"image.pullPolicy", []string{"--set", "image.pullPolicy=Always"}, ds, append(sidecar, "imagePullPolicy"), "Always"},
-		{"image.pullPolicy on the installer", []string{"--set", "image.pullPolicy=Always"}, ds, append(install, "imagePullPolicy"), "Always"},
-		{"imagePullSecrets", []string{"--set", "imagePullSecrets[0].name=regcred"}, ds, append(pod, "imagePullSecrets"), "- name: regcred"},
-		{"the sidecar's resources", []string{"--set", "resources.sidecar.limits.memory=128Mi"}, ds, append(sidecar, "resources", "limits"), "memory: 128Mi"},
-		{"the installer's resources", []string{"--set", "resources.install.requests.cpu=20m"}, ds, append(install, "resources", "requests"), "cpu: 20m"},
-		{"nodeSelector", []string{"--set", "nodeSelector.pool=edge"}, ds, append(pod, "nodeSelector"), "pool: edge"},
-		{"tolerations", []string{"--set-json", `tolerations=[{"key":"dedicated","operator":"Equal","value":"net","effect":"NoSchedule"}]`}, ds, append(pod, "tolerations"), "key: dedicated"},
-		{"affinity", []string{"--set-json", `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"x","operator":"Exists"}]}]}}}`}, ds, append(pod, "affinity", "nodeAffinity"), "operator: Exists"},
-		{"priorityClassName", []string{"--set", "priorityClassName=netready-critical"}, ds, append(pod, "priorityClassName"), "netready-critical"},
+		{"image.pullPolicy", []string{"--set", "image.pullPolicy=Always"}, ds, at(sidecar, "imagePullPolicy"), "Always"},
+		{"image.pullPolicy on the installer", []string{"--set", "image.pullPolicy=Always"}, ds, at(install, "imagePullPolicy"), "Always"},
+		{"imagePullSecrets", []string{"--set", "imagePullSecrets[0].name=regcred"}, ds, at(pod, "imagePullSecrets"), "- name: regcred"},
+		{"the sidecar's resources", []string{"--set", "resources.sidecar.limits.memory=128Mi"}, ds, at(sidecar, "resources", "limits"), "memory: 128Mi"},
+		{"the installer's resources", []string{"--set", "resources.install.requests.cpu=20m"}, ds, at(install, "resources", "requests"), "cpu: 20m"},
+		{"nodeSelector", []string{"--set", "nodeSelector.pool=edge"}, ds, at(pod, "nodeSelector"), "pool: edge"},
+		{"tolerations", []string{"--set-json", `tolerations=[{"key":"dedicated","operator":"Equal","value":"net","effect":"NoSchedule"}]`}, ds, at(pod, "tolerations"), "key: dedicated"},
+		{"affinity", []string{"--set-json", `affinity={"nodeAffinity":{"requiredDuringSchedulingIgnoredDuringExecution":{"nodeSelectorTerms":[{"matchExpressions":[{"key":"x","operator":"Exists"}]}]}}}`}, ds, at(pod, "affinity", "nodeAffinity"), "operator: Exists"},
+		{"priorityClassName", []string{"--set", "priorityClassName=netready-critical"}, ds, at(pod, "priorityClassName"), "netready-critical"},
 		{"podAnnotations", []string{"--set", "podAnnotations.example\\.com/team=net"}, ds, []string{"spec", "template", "metadata", "annotations"}, "example.com/team: net"},
 		{"podLabels", []string{"--set", "podLabels.team=net"}, ds, []string{"spec", "template", "metadata", "labels"}, "team: net"},
 		{"updateStrategy's maxUnavailable", []string{"--set", "updateStrategy.rollingUpdate.maxUnavailable=10%"}, ds, []string{"spec", "updateStrategy", "rollingUpdate"}, "maxUnavailable: 10%"},
-		{"the sidecar's extraArgs", []string{"--set-json", `extraArgs.sidecar=["--unobserved=notready"]`}, ds, append(sidecar, "command"), "- --unobserved=notready"},
-		{"the installer's extraArgs", []string{"--set-json", `extraArgs.install=["--cni-version=auto"]`}, ds, append(install, "command"), "- --cni-version=auto"},
-		{"the sidecar's extraEnv", []string{"--set-json", `extraEnv.sidecar=[{"name":"GOMAXPROCS","value":"1"}]`}, ds, append(sidecar, "env", "name=GOMAXPROCS"), "value: \"1\""},
-		{"the installer's extraEnv", []string{"--set-json", `extraEnv.install=[{"name":"GOMAXPROCS","value":"1"}]`}, ds, append(install, "env", "name=GOMAXPROCS"), "value: \"1\""},
-		{"extraVolumes", []string{"--set-json", `extraVolumes=[{"name":"checks","hostPath":{"path":"/run/my-agent"}}]`}, ds, append(pod, "volumes", "name=checks"), "path: /run/my-agent"},
-		{"the sidecar's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.sidecar=[{"name":"checks","mountPath":"/run/my-agent","readOnly":true}]`}, ds, append(sidecar, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
-		{"the installer's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.install=[{"name":"checks","mountPath":"/run/my-agent"}]`}, ds, append(install, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
+		{"the sidecar's extraArgs", []string{"--set-json", `extraArgs.sidecar=["--unobserved=notready"]`}, ds, at(sidecar, "command"), "- --unobserved=notready"},
+		{"the installer's extraArgs", []string{"--set-json", `extraArgs.install=["--cni-version=auto"]`}, ds, at(install, "command"), "- --cni-version=auto"},
+		{"the sidecar's extraEnv", []string{"--set-json", `extraEnv.sidecar=[{"name":"GOMAXPROCS","value":"1"}]`}, ds, at(sidecar, "env", "name=GOMAXPROCS"), "value: \"1\""},
+		{"the installer's extraEnv", []string{"--set-json", `extraEnv.install=[{"name":"GOMAXPROCS","value":"1"}]`}, ds, at(install, "env", "name=GOMAXPROCS"), "value: \"1\""},
+		{"extraVolumes", []string{"--set-json", `extraVolumes=[{"name":"checks","hostPath":{"path":"/run/my-agent"}}]`}, ds, at(pod, "volumes", "name=checks"), "path: /run/my-agent"},
+		{"the sidecar's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.sidecar=[{"name":"checks","mountPath":"/run/my-agent","readOnly":true}]`}, ds, at(sidecar, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
+		{"the installer's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.install=[{"name":"checks","mountPath":"/run/my-agent"}]`}, ds, at(install, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
 		{"the ServiceMonitor's labels", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"}, "ServiceMonitor/default/netready", []string{"metadata", "labels"}, "release: kps"},
 		{"the PrometheusRule's labels", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"}, "PrometheusRule/default/netready", []string{"metadata", "labels"}, "release: kps"},
 		{"the ServiceMonitor's interval", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.interval=15s"}, "ServiceMonitor/default/netready", []string{"spec", "endpoints"}, "interval: 15s"},
