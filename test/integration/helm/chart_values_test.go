@@ -173,7 +173,7 @@ func TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse(t *testing.T) {
 		{"a timeout of 2m", []string{"--set", "timeout=2m"}, "/timeout"},
 		{"a check with a misspelt key", []string{"--set-json", `entry={"checks":[{"kind":"file","pth":"/run/x"}]}`}, "pth"},
 		{"a check with another kind's key", []string{"--set-json", `entry={"checks":[{"kind":"route","path":"/run/x"}]}`}, "path"},
-		{"a check of an unknown kind", []string{"--set-json", `entry={"checks":[{"kind":"adress"}]}`}, "/entry/checks/0/kind"},
+		{"a check of an unknown kind", []string{"--set-json", `entry={"checks":[{"kind":"addr"}]}`}, "/entry/checks/0/kind"},
 		{"an agent with a misspelt key", []string{"--set-json", `entry={"status":{"agents":[{"kind":"file","path":"/x","maxage":"30s"}]}}`}, "maxage"},
 	} {
 		out, err := kube.HelmCmd(t, "", append([]string{"template", "netready", chartDir}, tc.args...)...)
