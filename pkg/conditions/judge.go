@@ -27,9 +27,12 @@ type podView struct {
 	NeverWrote map[*marker.Marker]string
 	// Memory is what earlier rounds left to remember of the pod; Lost
 	// says it could not be read (or is gone while the pod's condition
-	// says there was one), which judge takes as not ready.
-	Memory memory
-	Lost   bool
+	// says there was one), which judge takes as not ready. Inherited says
+	// it was taken over from an older sidecar's condition (see
+	// inheritedMemory), to be kept in a file from now on.
+	Memory    memory
+	Lost      bool
+	Inherited bool
 }
 
 // judgeOptions are the controller's options that the judgement reads.
@@ -87,7 +90,7 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	// keep is the judgement j, with next as the memory to keep if it
 	// differs from what is kept (a lost memory is written again).
 	keep := func(j judgement, next memory) judgement {
-		if v.Lost || !next.equal(v.Memory) {
+		if v.Lost || v.Inherited || !next.equal(v.Memory) {
 			j.Remember = &next
 		}
 		return j

@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/atomicfile"
+	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/pkg/statedir"
 )
 
@@ -81,7 +83,7 @@ func (m memory) equal(o memory) bool {
 
 // memoryPath is where the memory of the pod uid is kept.
 func memoryPath(stateDir string, uid types.UID) string {
-	return filepath.Join(stateDir, statedir.PodMemories, string(uid)+statedir.MarkerSuffix)
+	return filepath.Join(stateDir, statedir.PodMemories, string(uid)+statedir.MemorySuffix)
 }
 
 // Why a memory could not be read: there is none (errNoMemory), or what
@@ -132,6 +134,29 @@ func writeMemory(stateDir string, uid types.UID, m memory) error {
 	return nil
 }
 
+// inheritedMemory is the memory a v0.5 sidecar kept in the message of the
+// condition cur, for a pod that has no memory file: the gone sandboxes and
+// left-behind markers it names, the sandboxes it was judged on, and
+// whether NotInEffect judged it. Without it, taking over from that sidecar
+// would count a gone sandbox's marker again (a True from it), or take back
+// a True that NotInEffect gave. The sidecar reads a message only here,
+// once per pod: what it inherits goes into the pod's file, which decides
+// from then on. It reports whether cur named anything to inherit.
+func inheritedMemory(cur *corev1.PodCondition) (memory, bool) {
+	if cur == nil {
+		return memory{}, false
+	}
+	sandboxes, markers := publish.ParseLeftBehind(cur)
+	var m memory
+	for _, s := range sandboxes {
+		m = m.withGone(s, nil)
+	}
+	m = m.withGone("", slices.DeleteFunc(markers, func(s string) bool { return s == "" }))
+	m.Judged = publish.ParseSandbox(cur.Message)
+	m.NotInEffect = publish.IsNotInEffect(cur)
+	return m, !m.equal(memory{})
+}
+
 // forgetMemory removes the memory of a deleted pod.
 func forgetMemory(stateDir string, uid types.UID) error {
 	if err := os.Remove(memoryPath(stateDir, uid)); err != nil && !errors.Is(err, fs.ErrNotExist) {
@@ -151,7 +176,7 @@ func sweepMemory(stateDir string, known func(types.UID) bool, now time.Time) err
 	}
 	errs := []error{err, rerr}
 	for _, e := range entries {
-		uid, ok := strings.CutSuffix(e.Name(), statedir.MarkerSuffix)
+		uid, ok := strings.CutSuffix(e.Name(), statedir.MemorySuffix)
 		if !ok || strings.HasPrefix(e.Name(), ".") || known(types.UID(uid)) {
 			continue
 		}

@@ -224,7 +224,7 @@ func TestMemoryFile(t *testing.T) {
 	if err := sweepMemory(dir, func(types.UID) bool { return false }, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := os.Stat(filepath.Join(dir, statedir.PodMemories, "u-1.json")); !os.IsNotExist(err) {
+	if _, err := os.Stat(filepath.Join(dir, statedir.PodMemories, "u-1"+statedir.MemorySuffix)); !os.IsNotExist(err) {
 		t.Errorf("the memory of a pod no longer on the node was not swept: %v", err)
 	}
 }
@@ -298,4 +298,53 @@ func TestViewOfAsksForRechecks(t *testing.T) {
 	if !strings.Contains(basis, "/s/a/p pending") || !strings.Contains(basis, "/s/b/x unreadable: EMFILE") {
 		t.Errorf("basis %q does not name the files as on disk", basis)
 	}
+}
+
+// TestTakingOverFromAnOlderSidecar: a pod with no memory file whose
+// condition a v0.5 sidecar wrote inherits what that message kept (gone
+// markers, the judged sandbox, NotInEffect), so that the upgrade neither
+// counts a gone sandbox's marker again nor forgets the judged sandbox;
+// what it inherits is written to the file.
+func TestTakingOverFromAnOlderSidecar(t *testing.T) {
+	t0 := time.Date(2026, 12, 1, 12, 0, 0, 0, time.UTC)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second}
+	gone := &marker.Marker{Network: "podnet", ContainerID: "aaaaaaaaaaaa-old", IfName: "eth0", IPs: []string{"10.1.0.5/24"},
+		State: marker.StateReady, CreatedAt: marker.Time{Time: t0}, WaitedMs: 5}
+	pod := func(cur corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}, Conditions: []corev1.PodCondition{
+			{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue, LastTransitionTime: metav1.NewTime(t0.Add(-time.Minute))}, cur}}}
+	}
+	leftBehind := publish.LeftBehind(publish.NotObserved("T", false, o.UnobservedGrace), []string{"aaaaaaaaaaaa_eth0"})
+	earned := publish.ForMarkers([]*marker.Marker{gone}, "T", time.Hour, t0)
+	now := t0.Add(5 * time.Minute)
+
+	t.Run("a NotObserved naming a left-behind marker", func(t *testing.T) {
+		m, inherited := inheritedMemory(&leftBehind)
+		if !inherited || !m.gone("", "aaaaaaaaaaaa_eth0") {
+			t.Fatalf("inherited %v: %+v, want the left-behind marker gone", inherited, m)
+		}
+		j := judge(pod(leftBehind), podView{Markers: []*marker.Marker{gone}, Memory: m, Inherited: true}, o, now)
+		if j.Cond.Status == corev1.ConditionTrue {
+			t.Errorf("judge = True (%q) from a marker the older sidecar named left behind", j.Cond.Message)
+		}
+		if j.Remember == nil || !j.Remember.gone("", "aaaaaaaaaaaa_eth0") {
+			t.Errorf("memory kept = %+v, want the inherited one written", j.Remember)
+		}
+	})
+	t.Run("a True names the sandbox it was judged on", func(t *testing.T) {
+		m, inherited := inheritedMemory(&earned)
+		if !inherited || m.Judged != "aaaaaaaaaaaa" {
+			t.Fatalf("inherited %v: %+v, want Judged aaaaaaaaaaaa", inherited, m)
+		}
+		// The sandbox is gone with its marker: SandboxChanged names it.
+		j := judge(pod(earned), podView{Memory: m, Inherited: true}, o, t0.Add(-50*time.Second))
+		if j.Cond.Reason != publish.ReasonSandboxChanged || j.Remember == nil || !j.Remember.gone("aaaaaaaaaaaa", "") {
+			t.Errorf("judge = %s %s, memory %+v; want SandboxChanged naming aaaaaaaaaaaa gone", j.Cond.Status, j.Cond.Reason, j.Remember)
+		}
+	})
+	t.Run("nothing to inherit", func(t *testing.T) {
+		if m, inherited := inheritedMemory(nil); inherited || !m.equal(memory{}) {
+			t.Errorf("no condition: inherited %v, %+v", inherited, m)
+		}
+	})
 }

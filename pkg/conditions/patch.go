@@ -187,7 +187,7 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
 	if !pod.Spec.HostNetwork {
 		v, a, basis = viewOf(c.readPod(pod), c.started, c.state.hasWorked)
 		v.Strays = c.state.strays()
-		v.Memory, v.Lost = c.podMemory(pod, &v)
+		v.Memory, v.Lost, v.Inherited = c.podMemory(pod, &v)
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
@@ -201,24 +201,26 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
 	return j, a, basis
 }
 
-// podMemory reads what earlier rounds left to remember of pod, and
-// whether it is lost: unreadable as a memory, or missing while the pod's
-// condition says there was one (SandboxChanged always names a gone
-// sandbox). An error of reading keeps the pod not ready, as an unreadable
-// marker does, and is retried.
-func (c *Controller) podMemory(pod *corev1.Pod, v *podView) (memory, bool) {
+// podMemory reads what earlier rounds left to remember of pod; whether it
+// is lost: unreadable as a memory, or missing while the pod's condition
+// says there was one (SandboxChanged always names a gone sandbox); and
+// whether it was inherited from an older sidecar's condition. An error of
+// reading keeps the pod not ready, as an unreadable marker does, and is
+// retried.
+func (c *Controller) podMemory(pod *corev1.Pod, v *podView) (m memory, lost, inherited bool) {
 	m, err := readMemory(c.opts.StateDir, pod.UID)
 	switch {
 	case err == nil:
-		return m, false
+		return m, false, false
 	case errors.Is(err, errNoMemory):
 		cur := publish.Current(pod, c.opts.ConditionType)
-		return memory{}, cur != nil && cur.Reason == publish.ReasonSandboxChanged
+		m, inherited = inheritedMemory(cur)
+		return m, cur != nil && cur.Reason == publish.ReasonSandboxChanged && len(m.GoneSandboxes) == 0, inherited
 	case errors.Is(err, errMemoryLost):
 		c.note(memoryPath(c.opts.StateDir, pod.UID), "the pod's memory cannot be read as one; its markers from before its condition count as gone", "err", err)
-		return memory{}, true
+		return memory{}, true, false
 	}
 	v.Unreadable = append(v.Unreadable, publish.Unreadable{Path: memoryPath(c.opts.StateDir, pod.UID), Err: err})
 	c.queue.AddAfter(pod.Namespace+"/"+pod.Name, c.retryEvery)
-	return memory{}, false
+	return memory{}, false, false
 }

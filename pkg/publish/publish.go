@@ -142,8 +142,9 @@ func LeftBehind(c corev1.PodCondition, stale []string) corev1.PodCondition {
 // ParseLeftBehind reads back, from a SandboxChanged or NotObserved
 // condition, the sandboxes it names as gone and the markers it names as an
 // older sandbox's (LeftBehind), as far as the message was not cut. Other
-// conditions name none. It is for readers; the sidecar never decides on
-// it.
+// conditions name none. It is for readers, and for a sidecar taking over
+// a pod from a v0.5 sidecar, which kept this in the message; otherwise the
+// sidecar decides on its own record, never on a message.
 func ParseLeftBehind(c *corev1.PodCondition) (sandboxes, markers []string) {
 	if c == nil || (c.Reason != ReasonSandboxChanged && c.Reason != ReasonNotObserved) {
 		return nil, nil
@@ -265,7 +266,8 @@ func NotInEffect(ms []*marker.Marker, condType string, patience time.Duration, n
 }
 
 // IsNotInEffect reports whether c is a NotInEffect condition, for readers
-// that have only the API; the sidecar remembers its own verdicts.
+// that have only the API (and a sidecar taking over from a v0.5 one); the
+// sidecar remembers its own verdicts.
 func IsNotInEffect(c *corev1.PodCondition) bool {
 	if c == nil || c.Reason != ReasonNotObserved {
 		return false

@@ -14,9 +14,14 @@ package statedir
 const MarkerSuffix = ".json"
 
 // PodMemories is, beside the network folders, the sidecar's folder of what
-// it remembers of each pod, one <podUID>.json each (package conditions).
-// It starts with a dot, as no network's name can.
+// it remembers of each pod, one <podUID>+MemorySuffix each (package
+// conditions). It starts with a dot, as no network's name can.
 const PodMemories = ".pods"
+
+// MemorySuffix ends a pod memory's name. It is not MarkerSuffix: a v0.5
+// sidecar, rolled back to, reads every folder of stateDir as a network's,
+// and would take a memory for an unreadable marker.
+const MemorySuffix = ".mem"
 
 // The names of the other files in a network's folder, and who writes them.
 const (

@@ -62,7 +62,7 @@ func TestLeftBehindBeyondAMessageNeverEarnsTrueFromTheSidecar(t *testing.T) {
 	if _, named := publish.ParseLeftBehind(c); len(named) >= 40 {
 		t.Fatalf("the message names all %d markers; the test needs more than fit: %q", len(named), c.Message)
 	}
-	memory, err := os.ReadFile(filepath.Join(stateDir, statedir.PodMemories, string(pod.UID)+".json"))
+	memory, err := os.ReadFile(filepath.Join(stateDir, statedir.PodMemories, string(pod.UID)+statedir.MemorySuffix))
 	if err != nil || !strings.Contains(string(memory), "0123456789ab_attachment39") {
 		t.Fatalf("the sidecar's memory of the pod (%v) does not name the last marker: %s", err, memory)
 	}
