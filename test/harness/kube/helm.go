@@ -31,20 +31,10 @@ func HelmCmd(t *testing.T, kubeconfig string, args ...string) (string, error) {
 	}
 	var stdout, stderr strings.Builder
 	cmd.Stdout, cmd.Stderr = &stdout, &stderr
-	err := cmd.Run()
-	if err == nil {
-		// Renders and notes, without Helm's warnings (it notes that
-		// files/deploy is a link on every load).
-		return stdout.String(), nil
+	if err := cmd.Run(); err != nil {
+		return stdout.String() + stderr.String(), err
 	}
-	out := stdout.String() + stderr.String()
-	var kept []string
-	for _, l := range strings.Split(out, "\n") {
-		if !strings.Contains(l, "found symbolic link in path") {
-			kept = append(kept, l)
-		}
-	}
-	return strings.Join(kept, "\n"), err
+	return stdout.String(), nil
 }
 
 // MustHelm is HelmCmd that fails the test if helm fails.
