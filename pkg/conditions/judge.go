@@ -105,6 +105,10 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	}
 	slices.Sort(staleNames)
 	if o.Off && !finished(pod) {
+		if cur != nil && cur.Status == corev1.ConditionTrue {
+			// Not held: nothing to release, no write, no Event.
+			return keep(judgement{Cond: corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, Publish: true}, mem)
+		}
 		next := mem
 		next.Off, next.OffSandboxes = true, publish.SandboxIDs(current)
 		return keep(judgement{Cond: publish.Off(o.CondType), Publish: true}, next)

@@ -333,6 +333,7 @@ func TestJudgeOff(t *testing.T) {
 				LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}, conds...)}}
 	}
 	off := publish.Off("T")
+	programmed := corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonProgrammed, Message: "sandbox aaaaaaaaaaaa; network podnet (eth0) programmed after 5 ms"}
 	released := memory{Off: true, OffSandboxes: "aaaaaaaaaaaa"}
 	pending := []*marker.Marker{mk(sandbox, marker.StatePending)}
 	tests := []struct {
@@ -347,6 +348,7 @@ func TestJudgeOff(t *testing.T) {
 		{"off: a pending marker is released", true, up(), podView{Markers: pending}, off, true, &released},
 		{"off: no marker yet, within the grace", true, up(), podView{}, off, true, &memory{Off: true}},
 		{"off: an unreadable marker", true, up(), podView{Markers: pending, Unreadable: []publish.Unreadable{{Path: "/x", Err: fs.ErrPermission}}}, off, true, &released},
+		{"off: a pod that shows True keeps it as it is", true, up(programmed), podView{Markers: pending}, programmed, true, nil},
 		{"off: a finished pod is not released", true, func() *corev1.Pod { p := up(); p.Status.Phase = corev1.PodSucceeded; return p }(), podView{},
 			publish.NotObserved("T", false, 30*time.Second), true, nil},
 		{"on again: the True given while off stays", false, up(off), podView{Markers: pending, Memory: released}, corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, nil},
