@@ -4,6 +4,7 @@
 //
 //	kubectl netready explain [-n NAMESPACE] POD [-o json|yaml]
 //	kubectl netready status [-o json|yaml]
+//	kubectl netready off | on
 //
 // explain exits 0 when the pod is network-ready, 1 when it is not; status
 // exits 0 when no node has a problem, 1 when one has. Both exit 2 on a
@@ -74,11 +75,12 @@ func newRoot(stdout, stderr io.Writer) *cobra.Command {
 node's netready state, from the Kubernetes API alone.`,
 		Example: `  kubectl netready explain -n demo web     # exit 0: network-ready, 1: not, 2: error
   kubectl netready explain pod/web -o yaml
-  kubectl netready status                  # exit 0: no node has a problem, 1: one has, 2: error`,
+  kubectl netready status                  # exit 0: no node has a problem, 1: one has, 2: error
+  kubectl netready off                     # in an incident: no gates, no waits; kubectl netready on undoes it`,
 		Annotations:       map[string]string{cobra.CommandDisplayNameAnnotation: "kubectl netready"},
 		Version:           buildversion.BuildVersion,
 		Args:              noCommand,
-		RunE:              func(*cobra.Command, []string) error { return errors.New("name a command: explain or status") },
+		RunE:              func(*cobra.Command, []string) error { return errors.New("name a command: explain, status, off or on") },
 		SilenceErrors:     true,
 		SilenceUsage:      true,
 		CompletionOptions: cobra.CompletionOptions{DisableDefaultCmd: true},
@@ -92,7 +94,7 @@ node's netready state, from the Kubernetes API alone.`,
 	pf.StringVarP(&fl.output, "output", "o", "", `"json" or "yaml" for the same facts as data (default: text)`)
 	pf.StringVar(&fl.netreadyNS, "netready-namespace", explain.DefaultNamespace, "the namespace netready is deployed in")
 	pf.DurationVar(&fl.timeout, "timeout", 30*time.Second, "give up on the API server after this long")
-	root.AddCommand(explainCmd(fl), statusCmd(fl))
+	root.AddCommand(explainCmd(fl), statusCmd(fl), offCmd(fl), onCmd(fl))
 	return root
 }
 
@@ -114,7 +116,7 @@ func helpFlag(args []string) []string {
 // noCommand names a word that is not a command.
 func noCommand(_ *cobra.Command, args []string) error {
 	if len(args) > 0 {
-		return fmt.Errorf("unknown command %q: the commands are explain and status", args[0])
+		return fmt.Errorf("unknown command %q: the commands are explain, status, off and on", args[0])
 	}
 	return nil
 }

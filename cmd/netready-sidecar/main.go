@@ -53,6 +53,7 @@ func run(args []string, stdout, stderr io.Writer) int {
 	fs.DurationVar(&o.ScopeUnknownHold, "scope-unknown-hold", scopecheck.DefaultUnknownHold, "with --require-scope, while another admission policy or webhook refuses every dry-run probe of one of netready's policies first, so that whether it is in force cannot be told, hold every write this long, then write (/readyz and a Warning Event name that check); 0 writes at once")
 	fs.StringVar(&o.PodNamespace, "pod-namespace", os.Getenv("POD_NAMESPACE"), "the sidecar's own pod's namespace, for --require-scope (default $POD_NAMESPACE; without it, the pod its token is bound to)")
 	fs.StringVar(&o.PodName, "pod-name", os.Getenv("POD_NAME"), "the sidecar's own pod's name, for --require-scope (default $POD_NAME; without it, the pod its token is bound to)")
+	fs.StringVar(&o.OffNamespace, "off-switch-namespace", "", "the namespace of the off switch, the ConfigMap netready-off (kubectl netready off): while it exists every gated pod of the node is released (True, reason NetreadyOff) and ADD waits on no check (default: --pod-namespace, else kube-system)")
 	showVersion := fs.Bool("version", false, "print the version and exit")
 	usage := func(w io.Writer) {
 		fs.SetOutput(w)

@@ -128,6 +128,8 @@ type Controller struct {
 	// outcome journal.
 	journals map[string]*outcome.Reader
 	scanned  bool
+	// offChanged: SetOff changed the switch, for the main loop.
+	offChanged chan struct{}
 }
 
 // New returns the controller of cfg.NodeName's pods; Run runs it.
@@ -142,7 +144,7 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 		read:    marker.ReadFile,
 		now:     time.Now, retryEvery: unreadableRetry, started: time.Now(),
 		state:    newState(m),
-		journals: map[string]*outcome.Reader{},
+		journals: map[string]*outcome.Reader{}, offChanged: make(chan struct{}, 1),
 	}
 	c.warnings = nodewriter.NewWarnings(o.NodeName, recorder, log, m, func() time.Time { return c.now() }, o.Unobserved, o.NotInEffectHoldMax)
 	return c
@@ -220,6 +222,8 @@ func (c *Controller) Run(ctx context.Context) error {
 			c.scan(w)
 		case <-resync.C:
 			c.scan(w)
+		case <-c.offChanged:
+			c.queueGated()
 		case <-retry.C:
 			for _, path := range c.state.unreadablePaths() {
 				c.onMarker(path)

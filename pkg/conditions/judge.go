@@ -50,6 +50,9 @@ type judgeOptions struct {
 	// a preset that never wrote on this node (podView.NeverWrote) is held
 	// after its ADD began: then it, too, is judged as an unobserved pod.
 	HoldMax time.Duration
+	// Off: netready is switched off (package offswitch). Every gated pod
+	// that is not finished is True, reason NetreadyOff.
+	Off bool
 }
 
 // judgement is the condition a pod should show, if it is time to say.
@@ -101,6 +104,23 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		staleNames = append(staleNames, markerName(m))
 	}
 	slices.Sort(staleNames)
+	if o.Off && !finished(pod) {
+		if cur != nil && cur.Status == corev1.ConditionTrue {
+			// Not held: nothing to release, no write, no Event. One
+			// released already is so on the markers it has now.
+			next := mem
+			if cur.Reason == publish.ReasonOff {
+				next.Off, next.OffSandboxes = true, publish.SandboxIDs(current)
+			}
+			return keep(judgement{Cond: corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, Publish: true}, next)
+		}
+		next := mem
+		next.Off, next.OffSandboxes = true, publish.SandboxIDs(current)
+		return keep(judgement{Cond: publish.Off(o.CondType), Publish: true}, next)
+	}
+	if kept, next, ok := keptFromOff(cur, mem, current, o, now); ok {
+		return keep(judgement{Cond: kept, Publish: true}, next)
+	}
 	if len(v.Unreadable) > 0 {
 		var base *corev1.PodCondition
 		if len(current) > 0 {
@@ -141,6 +161,26 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		return keep(judgement{Cond: publish.SandboxChanged(o.CondType, mem.Judged, staleNames), Publish: true, After: after}, next)
 	}
 	return keep(judgement{After: after}, mem)
+}
+
+// keptFromOff is the condition of a pod whose gate was released while
+// netready was off, now that it is on again, with the memory to keep: the
+// True it shows, while its markers are those it was released on (a pod
+// released before its first ADD: its first sandbox's, which it adopts)
+// and do not earn a True themselves. A True that has served is not taken
+// back on a guess; a new sandbox is judged as any other.
+func keptFromOff(cur *corev1.PodCondition, mem memory, current []*marker.Marker, o judgeOptions, now time.Time) (corev1.PodCondition, memory, bool) {
+	ids := publish.SandboxIDs(current)
+	if !mem.Off || cur == nil || cur.Reason != publish.ReasonOff || cur.Status != corev1.ConditionTrue ||
+		(mem.OffSandboxes != ids && mem.OffSandboxes != "") {
+		return corev1.PodCondition{}, mem, false
+	}
+	if len(current) > 0 && publish.ForMarkers(current, o.CondType, o.PendingTimeout, now).Status == corev1.ConditionTrue {
+		return corev1.PodCondition{}, mem, false
+	}
+	next := mem
+	next.OffSandboxes = ids
+	return corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, next, true
 }
 
 // lostMarkers names the markers that a pod's lost memory may have named as

@@ -1,6 +1,7 @@
 package conditions
 
 import (
+	"io/fs"
 	"slices"
 	"strings"
 	"testing"
@@ -307,5 +308,73 @@ func TestJudgeNotInEffect(t *testing.T) {
 	}
 	if ev, ok := publish.EventFor(&corev1.PodCondition{Reason: publish.ReasonNotProgrammed}, c); !ok || ev.Type != corev1.EventTypeWarning || ev.Reason != publish.ReasonNotObserved || !strings.Contains(ev.Note, "endpointStatusPathPrefix") {
 		t.Errorf("Event for the change = %+v, %v; want a Warning NotObserved naming the cause", ev, ok)
+	}
+}
+
+// TestJudgeOff: while netready is switched off every gated pod is True
+// (NetreadyOff), whatever its markers say; once it is on again, a True
+// given while off stays on the markers it was given on, and anything
+// else is judged as usual.
+func TestJudgeOff(t *testing.T) {
+	now := time.Date(2026, 11, 26, 12, 0, 0, 0, time.UTC)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second}
+	mk := func(cid, state string) *marker.Marker {
+		m := &marker.Marker{Network: "podnet", ContainerID: cid, IfName: "eth0", IPs: []string{"10.1.0.5/24"}, State: state,
+			CreatedAt: marker.Time{Time: now.Add(-time.Minute)}, WaitedMs: 5}
+		if state == marker.StatePending {
+			m.Checks = []marker.CheckResult{{Kind: "file", Target: "(netready off)", Why: "not waited on"}}
+		}
+		return m
+	}
+	const sandbox = "aaaaaaaaaaaa-sandbox"
+	up := func(conds ...corev1.PodCondition) *corev1.Pod {
+		return &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}},
+			Conditions: append([]corev1.PodCondition{{Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))}}, conds...)}}
+	}
+	off := publish.Off("T")
+	programmed := corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonProgrammed, Message: "sandbox aaaaaaaaaaaa; network podnet (eth0) programmed after 5 ms"}
+	released := memory{Off: true, OffSandboxes: "aaaaaaaaaaaa"}
+	pending := []*marker.Marker{mk(sandbox, marker.StatePending)}
+	tests := []struct {
+		name     string
+		off      bool
+		pod      *corev1.Pod
+		view     podView
+		want     corev1.PodCondition
+		publish  bool
+		remember *memory
+	}{
+		{"off: a pending marker is released", true, up(), podView{Markers: pending}, off, true, &released},
+		{"off: no marker yet, within the grace", true, up(), podView{}, off, true, &memory{Off: true}},
+		{"off: an unreadable marker", true, up(), podView{Markers: pending, Unreadable: []publish.Unreadable{{Path: "/x", Err: fs.ErrPermission}}}, off, true, &released},
+		{"off: a pod that shows True keeps it as it is", true, up(programmed), podView{Markers: pending}, programmed, true, nil},
+		{"off: a released pod's first marker comes while off: it is released on it", true, up(off), podView{Markers: pending, Memory: memory{Off: true}}, off, true, &released},
+		{"on again: released before its first ADD, its first sandbox keeps the True", false, up(off), podView{Markers: pending, Memory: memory{Off: true}},
+			corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, &released},
+		{"off: a finished pod is not released", true, func() *corev1.Pod { p := up(); p.Status.Phase = corev1.PodSucceeded; return p }(), podView{},
+			publish.NotObserved("T", false, 30*time.Second), true, nil},
+		{"on again: the True given while off stays", false, up(off), podView{Markers: pending, Memory: released}, corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, nil},
+		{"on again: the released markers turn ready", false, up(off), podView{Markers: []*marker.Marker{mk(sandbox, marker.StateReady)}, Memory: released},
+			publish.ForMarkers([]*marker.Marker{mk(sandbox, marker.StateReady)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "aaaaaaaaaaaa"}},
+		{"on again: a new pod is judged as usual", false, up(), podView{Markers: pending},
+			publish.ForMarkers(pending, "T", 10*time.Minute, now), true, &memory{Judged: "aaaaaaaaaaaa"}},
+		{"on again: a new sandbox of a released pod is judged as usual", false, up(off), podView{Markers: []*marker.Marker{mk("bbbbbbbbbbbb-new", marker.StatePending)}, Memory: released},
+			publish.ForMarkers([]*marker.Marker{mk("bbbbbbbbbbbb-new", marker.StatePending)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "bbbbbbbbbbbb"}},
+		{"on again: released with no marker, past the grace, --unobserved=notready: stays True", false, up(off), podView{Memory: memory{Off: true}},
+			corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			oo := o
+			oo.Off = tt.off
+			got := judge(tt.pod, tt.view, oo, now)
+			if diff := cmp.Diff(tt.want, got.Cond); diff != "" || got.Publish != tt.publish {
+				t.Errorf("judge: publish %v, want %v; condition (-want +got):\n%s", got.Publish, tt.publish, diff)
+			}
+			if diff := cmp.Diff(tt.remember, got.Remember); diff != "" {
+				t.Errorf("memory (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

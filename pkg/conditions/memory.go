@@ -45,6 +45,12 @@ type memory struct {
 	// verdict.
 	Judged      string `json:"judged,omitempty"`
 	NotInEffect bool   `json:"notInEffect,omitempty"`
+	// Off says the pod's gate was released while netready was switched
+	// off, on the markers of OffSandboxes (publish.SandboxIDs, "" for
+	// none): once it is on again, that True stays while those are the
+	// pod's markers and they do not earn one themselves.
+	Off          bool   `json:"off,omitempty"`
+	OffSandboxes string `json:"offSandboxes,omitempty"`
 }
 
 // gone reports whether the memory names m's sandbox or m as gone.
@@ -78,7 +84,7 @@ func (m memory) merged(other memory) memory {
 
 func (m memory) equal(o memory) bool {
 	return slices.Equal(m.GoneSandboxes, o.GoneSandboxes) && slices.Equal(m.GoneMarkers, o.GoneMarkers) &&
-		m.Judged == o.Judged && m.NotInEffect == o.NotInEffect
+		m.Judged == o.Judged && m.NotInEffect == o.NotInEffect && m.Off == o.Off && m.OffSandboxes == o.OffSandboxes
 }
 
 // memoryPath is where the memory of the pod uid is kept.

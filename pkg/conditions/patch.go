@@ -191,7 +191,7 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
-		Backoffs: c.warnings.InstallBackoffs(), HoldMax: c.opts.NotInEffectHoldMax}, c.now())
+		Backoffs: c.warnings.InstallBackoffs(), HoldMax: c.opts.NotInEffectHoldMax, Off: c.state.isOff()}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}

@@ -60,6 +60,33 @@ func (c *Controller) queueUnjudged() {
 	}
 }
 
+// SetOff tells the controller that the off switch is on (off) or not; a
+// change judges every gated pod again, in Run's loop. Safe before Run and
+// from any goroutine.
+func (c *Controller) SetOff(off bool) {
+	if !c.state.switched(off) {
+		return
+	}
+	c.log.Warn("the off switch changed: judging every gated pod again", "off", off)
+	select {
+	case c.offChanged <- struct{}{}:
+	default: // one is queued already
+	}
+}
+
+// queueGated queues every gated pod of the node.
+func (c *Controller) queueGated() {
+	pods, err := c.pods.List(labels.Everything())
+	if err != nil {
+		return
+	}
+	for _, pod := range pods {
+		if publish.Gated(pod, c.opts.ConditionType) {
+			c.queue.Add(pod.Namespace + "/" + pod.Name)
+		}
+	}
+}
+
 func (c *Controller) onPod(obj any) {
 	pod, ok := obj.(*corev1.Pod)
 	if !ok || !publish.Gated(pod, c.opts.ConditionType) {

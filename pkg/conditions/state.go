@@ -49,6 +49,8 @@ type state struct {
 	// worked: networks netready has worked for on this node -> whether
 	// WorkedFile is written.
 	worked map[string]bool
+	// off: netready is switched off (Controller.SetOff).
+	off bool
 }
 
 // markerRef is what the state keeps of a marker file.
@@ -141,6 +143,22 @@ func (s *state) started() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.ready = true
+}
+
+// switched: the off switch is now on (off) or not. It reports whether
+// that changed.
+func (s *state) switched(off bool) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	changed := s.off != off
+	s.off = off
+	return changed
+}
+
+func (s *state) isOff() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.off
 }
 
 func (s *state) isReady() bool {

@@ -123,6 +123,20 @@ func (k *REST) PatchPodStatus(ctx context.Context, namespace, name string, pt ty
 	return k.write(k.core.Patch(pt)).Namespace(namespace).Resource("pods").Name(name).SubResource("status").Body(data).Do(ctx).Error()
 }
 
+// ListConfigMaps and WatchConfigMaps read namespace's ConfigMaps, for the
+// off switch (package offswitch); RBAC lets the sidecar read only that one
+// by name, so opts must select it by metadata.name.
+func (k *REST) ListConfigMaps(ctx context.Context, namespace string, opts metav1.ListOptions) (*corev1.ConfigMapList, error) {
+	var list corev1.ConfigMapList
+	err := k.core.Get().Namespace(namespace).Resource("configmaps").VersionedParams(&opts, k.params).Do(ctx).Into(&list)
+	return &list, err
+}
+
+func (k *REST) WatchConfigMaps(ctx context.Context, namespace string, opts metav1.ListOptions) (watch.Interface, error) {
+	opts.Watch = true
+	return k.core.Get().Namespace(namespace).Resource("configmaps").VersionedParams(&opts, k.params).Watch(ctx)
+}
+
 func (k *REST) GetNode(ctx context.Context, name string) (*corev1.Node, error) {
 	var node corev1.Node
 	err := k.core.Get().Resource("nodes").Name(name).Do(ctx).Into(&node)

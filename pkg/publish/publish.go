@@ -38,6 +38,10 @@ const (
 	// True is gone (its marker was removed, or the pod's sandbox changed
 	// after it), and no marker of a newer sandbox says anything yet.
 	ReasonSandboxChanged = "SandboxChanged"
+	// ReasonOff: netready is switched off (the netready-off ConfigMap,
+	// kubectl netready off): the gate is released whatever the markers
+	// say.
+	ReasonOff = "NetreadyOff"
 )
 
 // ReasonPublishRefused is the reason of the Warning Event on a pod whose
@@ -211,6 +215,14 @@ func HostNetwork(condType string) corev1.PodCondition {
 		Message: "the pod uses the host network; there is no pod network to wait for"}
 }
 
+// Off is the condition of a gated pod while netready is switched off:
+// True, whatever its markers say, with how to switch it on again.
+func Off(condType string) corev1.PodCondition {
+	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionTrue, Reason: ReasonOff,
+		Message: "netready is switched off (ConfigMap netready-off in netready's namespace): the gate is released without checking the pod's network; " +
+			"switch it on again with kubectl netready on. A True given while off stays; pods started after that are checked again"}
+}
+
 // NotObserved is the condition of a pod whose sandbox has been up for
 // grace with no marker: netready never saw its ADD. ready says whether the
 // operator lets such pods go Ready (--unobserved=ready).
@@ -353,7 +365,7 @@ func EventFor(cur *corev1.PodCondition, want corev1.PodCondition) (Event, bool) 
 		if !sameReason || (late(&want) && !late(cur)) {
 			return Event{corev1.EventTypeWarning, ReasonNotProgrammed, "ADD gave up waiting; the sidecar goes on checking: " + want.Message}, true
 		}
-	case ReasonNotObserved, ReasonMarkerUnreadable, ReasonSandboxChanged:
+	case ReasonNotObserved, ReasonMarkerUnreadable, ReasonSandboxChanged, ReasonOff:
 		if !sameReason {
 			return Event{corev1.EventTypeWarning, want.Reason, want.Message}, true
 		}

@@ -2,7 +2,7 @@
 // options and their validation, and Run, which checks that its scope is
 // enforced before it writes anything (and holds every write again
 // whenever a later check fails), then starts the condition
-// controller, the pool watch (or an uninstall's lifting of the taint), the
+// controller, the off switch's watch, the pool watch (or an uninstall's lifting of the taint), the
 // Event recorder and the /metrics, /healthz and /readyz server.
 package sidecar
 
@@ -25,6 +25,7 @@ import (
 	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/metrics"
 	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/offswitch"
 	"github.com/netready/netready/pkg/pool/watch"
 	"github.com/netready/netready/pkg/scopecheck"
 	"github.com/netready/netready/pkg/writegate"
@@ -55,6 +56,9 @@ type Options struct {
 	// first, so that its scope cannot be told; then the sidecar writes
 	// (scopecheck.Prover says why that is safe).
 	ScopeUnknownHold time.Duration
+	// OffNamespace is the namespace of the off switch's ConfigMap
+	// (package offswitch): PodNamespace when empty, else kube-system.
+	OffNamespace string
 }
 
 // DefaultScopeRecheck bounds how long a running sidecar goes on writing
@@ -159,6 +163,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 			go watch.New(pc, nodeClient, recorder, log, m, h).Run(ctx)
 		}
 	}
+	go offswitch.Watch(ctx, client, o.offNamespace(), o.StateDir, c.SetOff, log)
 	err = c.Run(ctx)
 	select {
 	case err := <-served:
@@ -169,6 +174,17 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// offNamespace is where the off switch's ConfigMap is looked for.
+func (o *Options) offNamespace() string {
+	switch {
+	case o.OffNamespace != "":
+		return o.OffNamespace
+	case o.PodNamespace != "":
+		return o.PodNamespace
+	}
+	return "kube-system"
 }
 
 // keepScope re-runs the scope check in the background, every

@@ -23,6 +23,13 @@ const PodMemories = ".pods"
 // and would take a memory for an unreadable marker.
 const MemorySuffix = ".mem"
 
+// Off, beside the network folders, is the sidecar's note that netready is
+// switched off (package offswitch): while it exists, ADD waits on no check
+// and writes a pending marker. The sidecar writes it when the off switch
+// is on, removes it when it is not (also at its start, one left by an
+// earlier sidecar), and /run's tmpfs clears it at a reboot.
+const Off = ".off"
+
 // The names of the other files in a network's folder, and who writes them.
 const (
 	// Outcomes is the plugin's journal of ADD outcomes that leave no

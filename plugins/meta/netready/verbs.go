@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"log/slog"
+	"os"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -20,6 +21,7 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/notes"
 	"github.com/netready/netready/pkg/outcome"
+	"github.com/netready/netready/pkg/statedir"
 	"github.com/netready/netready/pkg/status"
 	"github.com/netready/netready/pkg/wait"
 )
@@ -46,10 +48,13 @@ func cmdAdd(args *skel.CmdArgs) error {
 		return logged(log, err)
 	}
 
-	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
-	defer cancel()
 	env := checks.NewEnv(args.Netns)
 	defer env.Close()
+	if switchedOff(conf.StateDir) {
+		return addWhileOff(conf, att, env, start, log)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
+	defer cancel()
 	results, waited, never := waitForChecks(ctx, conf, att, env, start, log)
 	if conf.CrossNode != nil && never == nil && unmetChecks(results) == "" {
 		results, waited = append(results, waitCrossNode(conf, att, log)), time.Since(start)
@@ -88,6 +93,42 @@ func cmdAdd(args *skel.CmdArgs) error {
 		log.Warn("cannot keep the note of the entry for the sidecar", "err", err)
 	}
 	log.Info("ADD done", "state", m.State, "waitedMs", m.WaitedMs, "unmet", unmetChecks(results))
+	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
+}
+
+// switchedOff reports whether the sidecar noted that netready is switched
+// off (statedir.Off). A note that cannot be read counts as none: the
+// ADD then waits as it would without the switch.
+func switchedOff(stateDir string) bool {
+	_, err := os.Lstat(filepath.Join(stateDir, statedir.Off))
+	return err == nil
+}
+
+// addWhileOff is ADD while netready is switched off: no check is waited
+// on, and the marker is pending, naming every check as not waited on. A
+// marker never claims ready for checks nobody looked at: once the switch
+// is off again, the sidecar's re-check of it decides, as for a timeout
+// under proceed. The pod starts at once; the sidecar releases its gate.
+func addWhileOff(conf *config.NetConf, att *attachment.Attachment, env *checks.Env, start time.Time, log *slog.Logger) error {
+	// The marker's IPs are the sandbox's, as in every ADD: the sidecar
+	// tells a pod's sandboxes apart by them.
+	if err := checks.FillIPs(att, env); err != nil {
+		log.Warn("netready is off: cannot read the pod's addresses", "err", err)
+	}
+	const why = "not waited on: netready is switched off (" + statedir.Off + ")"
+	results := make([]marker.CheckResult, 0, len(conf.Checks))
+	for _, cc := range conf.Checks {
+		results = append(results, marker.CheckResult{Kind: cc.Kind, Target: "(netready off)", Why: why})
+	}
+	m := marker.New(att, results, time.Since(start), start)
+	m.State, m.ReadyAt = marker.StatePending, nil
+	m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
+	if err := (marker.Store{Dir: conf.StateDir}).Write(m); err != nil {
+		// Off is for incidents: a stateDir that cannot be written must
+		// not stop the pod's start.
+		log.Warn("netready is off: cannot write the pending marker", "err", err)
+	}
+	log.Warn("ADD done without waiting: netready is switched off", "state", m.State, "stateDir", conf.StateDir)
 	return types.PrintResult(conf.PrevResult, conf.CNIVersion)
 }
 

@@ -143,6 +143,7 @@ func TestDeployLetsTheSidecarWriteOnlyItsCondition(t *testing.T) {
 			allowed bool
 		}{
 			{"SandboxChanged about a pod", event("e1", "Pod", "web-a", "default", publish.ReasonSandboxChanged, "netready-sidecar-node-a"), true},
+			{"NetreadyOff about a pod", event("e-off", "Pod", "web-a", "default", publish.ReasonOff, "netready-sidecar-node-a"), true},
 			{"NetreadyConfigInvalid about its own Node", event("e2", "Node", "node-a", "default", "NetreadyConfigInvalid", "netready-sidecar-node-a"), true},
 			{"NetreadyPresetNotWriting about its own Node", event("e6", "Node", "node-a", "default", nodewriter.ReasonPresetNotWriting, "netready-sidecar-node-a"), true},
 			{"NetreadyInstallBackedOff about its own Node", event("e7", "Node", "node-a", "default", nodewriter.ReasonInstallBackedOff, "netready-sidecar-node-a"), true},

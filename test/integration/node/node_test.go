@@ -367,6 +367,11 @@ func TestQuickStartWorksOnARealNode(t *testing.T) {
 		n.ExplainSays("held", 0, "is network-ready", "network nr-node (eth0): programmed", "ms after ADD began")
 	})
 
+	t.Run("off switch: pods start and turn Ready while a check can never be met", func(t *testing.T) {
+		n.T = t
+		offSwitchScenario(n, t)
+	})
+
 	t.Run("pool exhausted: a taint, not NotReady", func(t *testing.T) {
 		n.T = t
 		poolScenario(n, t)
