@@ -98,13 +98,14 @@ func BenchmarkStatusAt1000Nodes(b *testing.B) {
 	}
 	b.StopTimer()
 
-	fmt.Printf("\n`kubectl netready status` at %d Nodes and %d pods (real kube-apiserver and etcd on this machine):\n", nodes, nodes*(perNode+1)+1)
-	fmt.Println("| run | time | goal | |")
-	fmt.Println("|---|---|---|---|")
-	fmt.Printf("| before: the old queries, a pod list per node, client-go's default limit (5/s, burst 10) | %.1f s | | |\n", limited.Seconds())
-	fmt.Printf("| before: the same queries, no client limit | %.1f s | | |\n", unlimited.Seconds())
-	fmt.Printf("| now: `kubectl-netready status`, 3 runs | %s | < 5 s | %s |\n", seconds(runs), metOrMissed(slices.Max(runs) < 5*time.Second))
-	fmt.Printf("| now: `kubectl-netready explain` of an unscheduled pod | %.2f s | | |\n", explainRun.Seconds())
+	// b.Logf keeps the table in the test log's filtered view too.
+	b.Logf("`kubectl netready status` at %d Nodes and %d pods (real kube-apiserver and etcd on this machine):", nodes, nodes*(perNode+1)+1)
+	b.Logf("| run | time | goal | |")
+	b.Logf("|---|---|---|---|")
+	b.Logf("| before: the old queries, a pod list per node, client-go's default limit (5/s, burst 10) | %.1f s | | |", limited.Seconds())
+	b.Logf("| before: the same queries, no client limit | %.1f s | | |", unlimited.Seconds())
+	b.Logf("| now: `kubectl-netready status`, 3 runs | %s | < 5 s | %s |", seconds(runs), metOrMissed(slices.Max(runs) < 5*time.Second))
+	b.Logf("| now: `kubectl-netready explain` of an unscheduled pod | %.2f s | | |", explainRun.Seconds())
 }
 
 func benchNode(i int) string { return fmt.Sprintf("node-%04d", i) }
