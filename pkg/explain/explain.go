@@ -169,7 +169,7 @@ func Pod(ctx context.Context, c kubernetes.Interface, namespace, name string, o 
 		}
 	} else {
 		r.Scheduling = schedulingNotes(r.Events)
-		// Only the tainted nodes are reported: only theirs pods are counted.
+		// Only the tainted nodes are reported, so only their pods are counted.
 		nodes, err := rd.nodeReports(ctx, fields.Everything(), func(n *NodeReport) bool { return n.Tainted })
 		if err != nil {
 			return nil, err
