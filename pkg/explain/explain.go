@@ -5,7 +5,6 @@
 package explain
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"slices"
@@ -18,7 +17,6 @@ import (
 	"k8s.io/apimachinery/pkg/fields"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
 )
 
@@ -67,6 +65,12 @@ type PodReport struct {
 	// For a pod not scheduled yet: why, and the nodes netready tainted.
 	Scheduling   []string     `json:"scheduling,omitempty"`
 	TaintedNodes []NodeReport `json:"taintedNodes,omitempty"`
+	// NoSidecar says, for a gated pod on a node where no netready pod
+	// runs, that nothing will publish its condition.
+	NoSidecar string `json:"noSidecar,omitempty"`
+	// Unread names each read this client was refused, and what the
+	// report lacks for it.
+	Unread []string `json:"unread,omitempty"`
 }
 
 // Gate says whether the pod waits for netready's condition, and why.
@@ -99,10 +103,13 @@ type NodeReport struct {
 	Node string `json:"node"`
 	// RuntimeNetworkReady is false when the node is NotReady because the
 	// runtime's network is not ready (netready's STATUS, for one).
-	RuntimeNetworkReady bool       `json:"runtimeNetworkReady"`
-	ReadyMessage        string     `json:"readyMessage,omitempty"`
-	Tainted             bool       `json:"tainted"`
-	Pool                *Condition `json:"pool,omitempty"`
+	RuntimeNetworkReady bool   `json:"runtimeNetworkReady"`
+	ReadyMessage        string `json:"readyMessage,omitempty"`
+	Tainted             bool   `json:"tainted"`
+	// Platform says why no netready pod can run on the node (Windows,
+	// Fargate, a virtual node), from its labels, or is empty.
+	Platform string     `json:"platform,omitempty"`
+	Pool     *Condition `json:"pool,omitempty"`
 	// Pools are the pools Pool's message names, read back.
 	Pools      []Pool       `json:"pools,omitempty"`
 	Netready   *NetreadyPod `json:"netready,omitempty"`
@@ -124,31 +131,36 @@ type NetreadyPod struct {
 	Ready   bool   `json:"ready"`
 }
 
-// Pod explains one pod.
+// Pod explains one pod with what this client may read: what it could
+// not read is named in the report's Unread, and the report goes on.
 func Pod(ctx context.Context, c kubernetes.Interface, namespace, name string, o Options) (*PodReport, error) {
 	o.defaults()
+	rd := &reader{c: c, o: o, lenient: true}
 	condType, err := conditionType(ctx, c, o)
-	if err != nil {
+	if rd.skip(err, fmt.Sprintf("could not read netready's DaemonSet or %s in %s (%s): condition type assumed %s, the default", settingsConfigMap, o.Namespace, reason(err), publish.DefaultConditionType)) {
+		condType = publish.DefaultConditionType
+	} else if err != nil {
 		return nil, err
 	}
+	rd.condType = condType
 	pod, err := c.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("get pod %s/%s: %w", namespace, name, err)
 	}
 	now := o.Now()
 	r := &PodReport{Namespace: namespace, Pod: name, Node: pod.Spec.NodeName, Phase: string(pod.Status.Phase), ConditionType: condType}
-	r.Gate = gateOf(ctx, c, pod, condType)
+	r.Gate = rd.gateOf(ctx, pod)
 	if cur := publish.Current(pod, condType); cur != nil {
 		r.Condition = &Condition{Status: string(cur.Status), Reason: cur.Reason, Message: cur.Message,
 			Since: cur.LastTransitionTime.Time, Age: age(now, cur.LastTransitionTime.Time)}
 		r.Attachments = publish.ParseMessage(cur.Message)
 		r.NetworkReady = cur.Status == corev1.ConditionTrue
 	}
-	if r.Events, err = podEvents(ctx, c, pod, now); err != nil {
+	if r.Events, err = rd.podEvents(ctx, pod, now); err != nil {
 		return nil, err
 	}
 	if pod.Spec.NodeName != "" {
-		nodes, err := nodeReports(ctx, c, o, fields.OneTermEqualSelector("metadata.name", pod.Spec.NodeName), condType)
+		nodes, err := rd.nodeReports(ctx, fields.OneTermEqualSelector("metadata.name", pod.Spec.NodeName), nil)
 		if err != nil {
 			return nil, err
 		}
@@ -157,31 +169,54 @@ func Pod(ctx context.Context, c kubernetes.Interface, namespace, name string, o 
 		}
 	} else {
 		r.Scheduling = schedulingNotes(r.Events)
-		nodes, err := nodeReports(ctx, c, o, fields.Everything(), condType)
+		// Only the tainted nodes are reported, so only their pods are counted.
+		nodes, err := rd.nodeReports(ctx, fields.Everything(), func(n *NodeReport) bool { return n.Tainted })
 		if err != nil {
 			return nil, err
 		}
-		for _, n := range nodes {
-			if n.Tainted {
-				r.TaintedNodes = append(r.TaintedNodes, n)
-			}
-		}
+		r.TaintedNodes = nodes
 	}
+	r.NoSidecar = r.noSidecar(rd.noSidecars)
+	r.Unread = rd.unread
 	r.Summary = r.summary()
 	return r, nil
 }
 
+// noSidecar says why nothing will publish the pod's gate: it waits on a
+// node where no netready pod runs (a Windows, Fargate or virtual node the
+// admission policy could not foresee, or one the DaemonSet leaves out).
+func (r *PodReport) noSidecar(hidden bool) string {
+	n := r.NodeState
+	if hidden || n == nil || n.Netready != nil || !r.Gate.Present || r.NetworkReady {
+		return ""
+	}
+	why := n.Platform
+	if why == "" {
+		why = "its DaemonSet's nodeSelector, affinity or tolerations leave the node out, or its pod is not created yet"
+	}
+	return fmt.Sprintf("no netready sidecar runs on node %s (%s): nothing will publish this gate", n.Node, why)
+}
+
 // gateOf says whether the pod has the gate, and where it came from: the
 // mutating policy adds it in labelled namespaces.
-func gateOf(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, condType string) Gate {
-	labelled := false
-	if ns, err := c.CoreV1().Namespaces().Get(ctx, pod.Namespace, metav1.GetOptions{}); err == nil {
-		labelled = ns.Labels[gateLabel] == "enabled"
-	}
+func (rd *reader) gateOf(ctx context.Context, pod *corev1.Pod) Gate {
+	labelled, known := false, true
+	ns, err := rd.c.CoreV1().Namespaces().Get(ctx, pod.Namespace, metav1.GetOptions{})
 	switch {
-	case publish.Gated(pod, condType) && labelled:
+	case err == nil:
+		labelled = ns.Labels[gateLabel] == "enabled"
+	case rd.skip(err, fmt.Sprintf("could not read namespace %s (%s): whether the admission policy gates its pods is not known", pod.Namespace, reason(err))):
+		known = false
+	}
+	gated := publish.Gated(pod, rd.condType)
+	switch {
+	case !known && gated:
+		return Gate{true, "added by the admission policy netready-readiness-gate or written in the pod's spec (namespace " + pod.Namespace + "'s labels not readable)"}
+	case !known:
+		return Gate{false, "none: netready does not gate this pod (namespace " + pod.Namespace + "'s labels not readable)"}
+	case gated && labelled:
 		return Gate{true, fmt.Sprintf("added by the admission policy netready-readiness-gate: namespace %s is labelled %s=enabled", pod.Namespace, gateLabel)}
-	case publish.Gated(pod, condType):
+	case gated:
 		return Gate{true, "written in the pod's spec (its namespace is not labelled " + gateLabel + "=enabled)"}
 	case labelled:
 		return Gate{false, "none: the namespace is labelled, so the pod was created before the policy took effect, is hostNetwork, or the policy failed open"}
@@ -191,10 +226,14 @@ func gateOf(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, condTy
 
 // podEvents returns netready's Events about the pod, and kubelet's
 // sandbox failures (which quote the plugin's error), oldest first.
-func podEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, now time.Time) ([]Event, error) {
-	list, err := c.EventsV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
+func (rd *reader) podEvents(ctx context.Context, pod *corev1.Pod, now time.Time) ([]Event, error) {
+	list, err := rd.c.EventsV1().Events(pod.Namespace).List(ctx, metav1.ListOptions{
 		FieldSelector: fields.OneTermEqualSelector("regarding.name", pod.Name).String()})
-	if err != nil {
+	switch {
+	case err == nil:
+	case rd.skip(err, fmt.Sprintf("could not list Events in %s (%s): netready's, kubelet's and the scheduler's Events for the pod are not shown", pod.Namespace, reason(err))):
+		return nil, nil
+	default:
 		return nil, fmt.Errorf("list the pod's Events: %w", err)
 	}
 	var out []Event
@@ -209,43 +248,6 @@ func podEvents(ctx context.Context, c kubernetes.Interface, pod *corev1.Pod, now
 		out = append(out, Event{Type: e.Type, Reason: e.Reason, Note: e.Note, Time: t, Age: age(now, t)})
 	}
 	slices.SortFunc(out, func(a, b Event) int { return a.Time.Compare(b.Time) })
-	return out, nil
-}
-
-// operatorReasons are the sidecar's Warning Node Events that ask the
-// operator to act.
-var operatorReasons = []string{"NetreadyPresetNotWriting", "NetreadyStatusInactive", "NetreadyInstallBackedOff", "NetreadyConfigInvalid", "NetreadyPoolUnknown", "NetreadyScopeUnknown"}
-
-// nodeWarnings returns, per node, the sidecar's newest Event of each
-// operator reason, in operatorReasons' order. Node Events live in the
-// default namespace.
-func nodeWarnings(ctx context.Context, c kubernetes.Interface, now time.Time) (map[string][]Event, error) {
-	list, err := c.EventsV1().Events(metav1.NamespaceDefault).List(ctx, metav1.ListOptions{
-		FieldSelector: fields.OneTermEqualSelector("regarding.kind", "Node").String()})
-	if err != nil {
-		return nil, fmt.Errorf("list Node Events: %w", err)
-	}
-	newest := map[[2]string]Event{}
-	for i := range list.Items {
-		e := &list.Items[i]
-		if e.Regarding.Kind != "Node" || e.ReportingController != sidecarController || !slices.Contains(operatorReasons, e.Reason) {
-			continue
-		}
-		t := eventTime(e)
-		key := [2]string{e.Regarding.Name, e.Reason}
-		if old, ok := newest[key]; !ok || t.After(old.Time) {
-			newest[key] = Event{Type: e.Type, Reason: e.Reason, Note: e.Note, Time: t, Age: age(now, t)}
-		}
-	}
-	out := map[string][]Event{}
-	for key, e := range newest {
-		out[key[0]] = append(out[key[0]], e)
-	}
-	for _, evs := range out {
-		slices.SortFunc(evs, func(a, b Event) int {
-			return cmp.Compare(slices.Index(operatorReasons, a.Reason), slices.Index(operatorReasons, b.Reason))
-		})
-	}
 	return out, nil
 }
 
@@ -266,99 +268,6 @@ func schedulingNotes(evs []Event) []string {
 		}
 	}
 	return out
-}
-
-// Nodes reports every node.
-func Nodes(ctx context.Context, c kubernetes.Interface, o Options) ([]NodeReport, error) {
-	o.defaults()
-	condType, err := conditionType(ctx, c, o)
-	if err != nil {
-		return nil, err
-	}
-	return nodeReports(ctx, c, o, fields.Everything(), condType)
-}
-
-func nodeReports(ctx context.Context, c kubernetes.Interface, o Options, sel fields.Selector, condType string) ([]NodeReport, error) {
-	nodes, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{FieldSelector: sel.String()})
-	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	ds, err := c.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: netreadySelector})
-	if err != nil {
-		return nil, fmt.Errorf("list netready's pods in %s: %w", o.Namespace, err)
-	}
-	now := o.Now()
-	warnings, err := nodeWarnings(ctx, c, now)
-	if err != nil {
-		return nil, err
-	}
-	var out []NodeReport
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		if name, ok := sel.RequiresExactMatch("metadata.name"); ok && n.Name != name {
-			continue
-		}
-		r := NodeReport{Node: n.Name, RuntimeNetworkReady: true, Tainted: nodewriter.Has(n)}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady && cond.Status != corev1.ConditionTrue {
-				r.ReadyMessage = cond.Message
-				r.RuntimeNetworkReady = !strings.Contains(cond.Message, "NetworkReady=false")
-			}
-		}
-		if p := nodewriter.Current(n); p != nil {
-			r.Pool = &Condition{Status: string(p.Status), Reason: p.Reason, Message: p.Message, Since: p.LastTransitionTime.Time, Age: age(now, p.LastTransitionTime.Time)}
-			r.Pools = poolsOf(n.Name, r.Pool)
-		}
-		for j := range ds.Items {
-			if p := &ds.Items[j]; p.Spec.NodeName == n.Name {
-				r.Netready = netreadyPod(p)
-			}
-		}
-		pods, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("spec.nodeName", n.Name).String()})
-		if err != nil {
-			return nil, fmt.Errorf("list the pods of %s: %w", n.Name, err)
-		}
-		var oldest time.Time
-		for j := range pods.Items {
-			p := &pods.Items[j]
-			if p.Spec.NodeName != n.Name || !publish.Gated(p, condType) || p.DeletionTimestamp != nil {
-				continue
-			}
-			cur := publish.Current(p, condType)
-			if cur != nil && cur.Status == corev1.ConditionTrue {
-				continue
-			}
-			r.Waiting++
-			since := p.CreationTimestamp.Time
-			if oldest.IsZero() || since.Before(oldest) {
-				oldest = since
-			}
-		}
-		if !oldest.IsZero() {
-			r.OldestWait = age(now, oldest)
-		}
-		r.Warnings = warnings[n.Name]
-		out = append(out, r)
-	}
-	slices.SortFunc(out, func(a, b NodeReport) int { return cmp.Compare(a.Node, b.Node) })
-	return out, nil
-}
-
-func netreadyPod(p *corev1.Pod) *NetreadyPod {
-	np := &NetreadyPod{Name: p.Name, Phase: string(p.Status.Phase)}
-	for _, c := range p.Spec.Containers {
-		if c.Name == sidecarContainer {
-			if _, tag, ok := strings.Cut(c.Image[strings.LastIndex(c.Image, "/")+1:], ":"); ok {
-				np.Version = tag
-			}
-		}
-	}
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			np.Ready = c.Status == corev1.ConditionTrue
-		}
-	}
-	return np
 }
 
 func (r *PodReport) summary() string {

@@ -3,6 +3,8 @@ package explain
 import (
 	"bytes"
 	"context"
+	"errors"
+	"fmt"
 	"math/big"
 	"strings"
 	"testing"
@@ -11,10 +13,12 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/pool"
@@ -279,6 +283,152 @@ func TestPoolStateWhileSyncing(t *testing.T) {
 		p := Pool{Line: pool.Line{State: pool.StateUnknown, Why: tc.why}}
 		if got := p.stateText(); !strings.HasPrefix(got, tc.want) {
 			t.Errorf("stateText(%q) = %q, want it to begin %q", tc.why, got, tc.want)
+		}
+	}
+}
+
+// forbidAllBut makes c refuse, as RBAC would, every read outside
+// namespace ns but a get of the pod itself.
+func forbidAllBut(c *fake.Clientset, ns string) {
+	c.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == ns && a.GetResource().Resource == "pods" {
+			return false, nil, nil
+		}
+		gr := a.GetResource().GroupResource()
+		return true, nil, apierrors.NewForbidden(gr, "", fmt.Errorf("user tenant cannot %s %s", a.GetVerb(), gr))
+	})
+}
+
+// TestExplainWithOneNamespacesRights: a developer who may read pods in
+// their namespace alone gets their pod explained, and each read refused
+// named with what the report lacks for it.
+func TestExplainWithOneNamespacesRights(t *testing.T) {
+	ready := gatedPod("web", "n1", &corev1.PodCondition{Type: publish.DefaultConditionType, Status: corev1.ConditionTrue, Reason: publish.ReasonProgrammed,
+		Message: "network podnet (eth0) programmed after 212 ms", LastTransitionTime: metav1.NewTime(now.Add(-time.Minute))})
+	ready.Spec.ReadinessGates[0].ConditionType = publish.DefaultConditionType
+	c := cluster(ready)
+	forbidAllBut(c, "shop")
+	r, err := Pod(context.Background(), c, "shop", "web", Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r.NetworkReady || r.NodeState != nil {
+		t.Errorf("NetworkReady %v, NodeState %+v; want the pod network-ready, its node unread", r.NetworkReady, r.NodeState)
+	}
+	var out bytes.Buffer
+	r.WriteText(&out)
+	for _, w := range []string{
+		"pod shop/web on node n1 is network-ready\n",
+		"gate:        " + publish.DefaultConditionType + ": added by the admission policy netready-readiness-gate or written in the pod's spec (namespace shop's labels not readable)",
+		"network podnet (eth0): programmed 212 ms after ADD began",
+		"not read:    could not read netready's DaemonSet or netready-settings in kube-system (forbidden): condition type assumed " + publish.DefaultConditionType,
+		"not read:    could not read namespace shop (forbidden)",
+		"not read:    could not list Events in shop (forbidden)",
+		"not read:    could not read node n1 (forbidden): its runtime network, taint, pools and netready pod are not shown",
+	} {
+		if !strings.Contains(out.String(), w) {
+			t.Errorf("the text lacks %q:\n%s", w, out.String())
+		}
+	}
+	if strings.Contains(out.String(), "no sidecar:") {
+		t.Errorf("with netready's pods unread, the report claims none runs:\n%s", out.String())
+	}
+
+	// Nodes readable, netready's pods not: the pod's node is shown, and
+	// whether a sidecar runs there is not claimed.
+	c = cluster(gatedPod("web", "n1", nil))
+	c.PrependReactor("list", "pods", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if a.GetNamespace() == "shop" {
+			return false, nil, nil
+		}
+		return true, nil, apierrors.NewForbidden(corev1.Resource("pods"), "", errors.New("no"))
+	})
+	r, err = Pod(context.Background(), c, "shop", "web", Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.NodeState == nil || r.NoSidecar != "" || len(r.Unread) != 2 ||
+		!strings.HasPrefix(r.Unread[0], "could not list netready's pods in kube-system (forbidden): whether a netready sidecar runs on node n1 is not known") ||
+		!strings.HasPrefix(r.Unread[1], "could not list the pods of node n1 (forbidden)") {
+		t.Errorf("NodeState %+v, NoSidecar %q, Unread %q", r.NodeState, r.NoSidecar, r.Unread)
+	}
+
+	// status is for operators: a refusal fails it.
+	c = cluster()
+	forbidAllBut(c, "shop")
+	if _, err := Nodes(context.Background(), c, Options{}); !apierrors.IsForbidden(err) {
+		t.Errorf("Nodes with no right to read nodes: %v, want forbidden", err)
+	}
+}
+
+// TestExplainNamesANodeWithoutSidecar: a gated pod on a node where no
+// netready pod runs (Windows, Fargate, a virtual node) is told that
+// nothing will publish its gate.
+func TestExplainNamesANodeWithoutSidecar(t *testing.T) {
+	for _, tc := range []struct {
+		labels map[string]string
+		want   string
+	}{
+		{map[string]string{corev1.LabelOSStable: "windows"}, "no netready sidecar runs on node x (a Windows node: netready's DaemonSet runs on Linux nodes only): nothing will publish this gate"},
+		{map[string]string{"eks.amazonaws.com/compute-type": "fargate"}, "no netready sidecar runs on node x (an EKS Fargate node"},
+		{map[string]string{"type": "virtual-kubelet"}, "no netready sidecar runs on node x (a virtual node (virtual-kubelet)"},
+		{nil, "no netready sidecar runs on node x (its DaemonSet's nodeSelector"},
+	} {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x", Labels: tc.labels}}
+		r, err := Pod(context.Background(), cluster(node, gatedPod("web", "x", nil)), "shop", "web", Options{Now: func() time.Time { return now }})
+		if err != nil {
+			t.Fatal(err)
+		}
+		var out bytes.Buffer
+		r.WriteText(&out)
+		if !strings.Contains(out.String(), "\n  no sidecar:  "+tc.want) {
+			t.Errorf("%v: the text lacks %q:\n%s", tc.labels, tc.want, out.String())
+		}
+	}
+	// On n1, netready runs: nothing to say.
+	r, err := Pod(context.Background(), cluster(gatedPod("web", "n1", nil)), "shop", "web", Options{Now: func() time.Time { return now }})
+	if err != nil || r.NoSidecar != "" {
+		t.Errorf("on n1: %v, NoSidecar %q", err, r.NoSidecar)
+	}
+}
+
+// TestNodesListsPodsOnce: past a few nodes, status lists the pods of
+// every node in one paginated list, not one list per node, and counts
+// each node's waiting pods as the list per node did.
+func TestNodesListsPodsOnce(t *testing.T) {
+	var objs []runtime.Object
+	for i := range 20 {
+		name := fmt.Sprintf("m%02d", i)
+		objs = append(objs, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name}}, gatedPod("w"+name, name, nil))
+	}
+	objs = append(objs, gatedPod("w2m03", "m03", nil), gatedPod("unscheduled", "", nil))
+	c := cluster(objs...)
+	nodes, err := Nodes(context.Background(), c, Options{Now: func() time.Time { return now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	lists := 0
+	for _, a := range c.Actions() {
+		if a.GetVerb() == "list" && a.GetResource().Resource == "pods" && a.GetNamespace() == "" {
+			lists++
+		}
+	}
+	if lists != 1 {
+		t.Errorf("%d cluster-wide pod lists, want 1", lists)
+	}
+	if len(nodes) != 21 {
+		t.Fatalf("%d nodes, want 21", len(nodes))
+	}
+	for _, n := range nodes {
+		want := 1
+		switch n.Node {
+		case "n1":
+			want = 0
+		case "m03":
+			want = 2
+		}
+		if n.Waiting != want || want > 0 && n.OldestWait != "1m0s" {
+			t.Errorf("node %s: %d waiting (oldest %q), want %d", n.Node, n.Waiting, n.OldestWait, want)
 		}
 	}
 }

@@ -10,6 +10,9 @@ import (
 // WriteText writes the report for a person.
 func (r *PodReport) WriteText(w io.Writer) {
 	fmt.Fprintln(w, r.Summary)
+	if r.NoSidecar != "" {
+		fmt.Fprintf(w, "  no sidecar:  %s\n", r.NoSidecar)
+	}
 	fmt.Fprintf(w, "  gate:        %s: %s\n", r.ConditionType, r.Gate.Source)
 	if c := r.Condition; c != nil {
 		fmt.Fprintf(w, "  condition:   %s, %s, since %s (%s ago)\n", c.Status, c.Reason, c.Since.UTC().Format("2006-01-02T15:04:05Z"), c.Age)
@@ -42,6 +45,9 @@ func (r *PodReport) WriteText(w io.Writer) {
 	}
 	for i := range r.TaintedNodes {
 		writeNode(w, "tainted", &r.TaintedNodes[i])
+	}
+	for _, u := range r.Unread {
+		fmt.Fprintf(w, "  not read:    %s\n", u)
 	}
 }
 
