@@ -20,6 +20,7 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -67,7 +68,7 @@ func Watch(ctx context.Context, client Client, namespace, stateDir string, set f
 	inf := cache.NewSharedIndexInformer(lw, &corev1.ConfigMap{}, 0, cache.Indexers{})
 	apply := func() {
 		off := len(inf.GetStore().ListKeys()) > 0
-		if err := Note(stateDir, off); err != nil {
+		if err := Note(stateDir, off, time.Now()); err != nil {
 			// The sidecar still releases the gates; only ADD still waits.
 			log.Error("cannot note the off switch for the plugin", "off", off, "err", err)
 		}
@@ -94,8 +95,20 @@ func Noted(stateDir string) bool {
 	return err == nil
 }
 
-// Note writes the plugin's note (off) or removes it.
-func Note(stateDir string, off bool) error {
+// Note writes the plugin's note (off) or removes it. It also removes
+// the note's temps that a sidecar killed while writing it left (older
+// than statedir.StaleTempAge at now): nothing else sweeps the state
+// folder's root, and each start and each turn of the switch comes here.
+// A failed sweep does not keep the note from being written.
+func Note(stateDir string, off bool, now time.Time) error {
+	_, swept := statedir.Sweep(stateDir, statedir.Off, statedir.Modified, now)
+	if swept != nil {
+		swept = fmt.Errorf("off switch note: %w", swept)
+	}
+	return errors.Join(note(stateDir, off), swept)
+}
+
+func note(stateDir string, off bool) error {
 	path := filepath.Join(stateDir, statedir.Off)
 	if !off {
 		if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {

@@ -27,7 +27,9 @@ const MemorySuffix = ".mem"
 // switched off (package offswitch): while it exists, ADD waits on no check
 // and writes a pending marker. The sidecar writes it when the off switch
 // is on, removes it when it is not (also at its start, one left by an
-// earlier sidecar), and /run's tmpfs clears it at a reboot.
+// earlier sidecar), and /run's tmpfs clears it at a reboot. The sidecar
+// also sweeps the temps of it that a write killed midway leaves here
+// (offswitch.Note): the root has no network folder's sweep.
 const Off = ".off"
 
 // The names of the other files in a network's folder, and who writes them.

@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/offswitch"
 	"github.com/netready/netready/pkg/publish"
@@ -39,8 +40,20 @@ func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 	if err := os.WriteFile(note, []byte("left by a sidecar that died\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	// And the temp of a note whose write was killed before its rename, as
+	// atomicfile names it, two minutes old.
+	killed := filepath.Join(n.StateDir, atomicfile.TempPrefix+statedir.Off+".4242")
+	if err := os.WriteFile(killed, []byte("netready is swi"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chtimes(killed, time.Now().Add(-2*time.Minute), time.Now().Add(-2*time.Minute)); err != nil {
+		t.Fatal(err)
+	}
 	kube.StartSidecar(t, a, n.StateDir, kube.SidecarNode)
 	harness.Within(t, "the stale off note removed at start", 30*time.Second, func() bool { return !offswitch.Noted(n.StateDir) })
+	if _, err := os.Lstat(killed); err == nil {
+		t.Errorf("the temp of a killed note write, %s, is still there after the sidecar's start", filepath.Base(killed))
+	}
 
 	add := func(pod *corev1.Pod) {
 		t.Helper()
