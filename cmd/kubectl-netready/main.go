@@ -176,13 +176,16 @@ netready does not gate), 2 on a usage error or when the API cannot answer.`,
 }
 
 func statusCmd(fl *flags) *cobra.Command {
-	return &cobra.Command{
+	var policy string
+	cmd := &cobra.Command{
 		Use:   "status [-o json|yaml]",
 		Short: "each node's netready state and pools (exit 0: no problem, 1: a node has one, 2: error)",
 		Long: `status prints a line per node: the netready pod, its version and readiness,
 the taint, how many gated pods wait and the oldest wait; then a line per
 pool the node's NetworkPoolExhausted condition names; then the sidecar's
-warnings that ask the operator to act.
+warnings that ask the operator to act. While netready is switched off
+(kubectl netready off), one line above them says so: since when, by
+which tool, and how to undo it (with -o, on stderr).
 
 Exit status: 0 when no node has a problem, 1 when one has (each is named on
 stderr: the runtime's network not ready, netready's taint, a pool exhausted
@@ -204,11 +207,27 @@ a warning), 2 on a usage error or when the API cannot answer.`,
 			}
 			ctx, cancel := context.WithTimeout(cmd.Context(), fl.timeout)
 			defer cancel()
-			nodes, err := explain.Nodes(ctx, client, explain.Options{Namespace: fl.netreadyNS})
+			o := explain.Options{Namespace: fl.netreadyNS, Policy: policy}
+			off, err := explain.OffState(ctx, client, o)
 			if err != nil {
 				return failure{err}
 			}
-			if err := fl.write(cmd.OutOrStdout(), nodes, func(w io.Writer) { explain.WriteNodesText(w, nodes) }); err != nil {
+			nodes, err := explain.Nodes(ctx, client, o)
+			if err != nil {
+				return failure{err}
+			}
+			// The off line heads the text; -o keeps its list of nodes,
+			// so the line goes to stderr there.
+			line := off.Line()
+			if line != "" && fl.output != "" {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", cmd.CommandPath(), line)
+			}
+			if err := fl.write(cmd.OutOrStdout(), nodes, func(w io.Writer) {
+				if line != "" {
+					fmt.Fprintln(w, line)
+				}
+				explain.WriteNodesText(w, nodes)
+			}); err != nil {
 				return err
 			}
 			found := false
@@ -224,6 +243,8 @@ a warning), 2 on a usage error or when the API cannot answer.`,
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&policy, "policy", "", policyHelp)
+	return cmd
 }
 
 // podName is the pod's name from NAME or pod/NAME.

@@ -13,6 +13,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +22,7 @@ import (
 
 	"github.com/netready/netready/pkg/explain"
 	"github.com/netready/netready/pkg/nodewriter"
+	"github.com/netready/netready/pkg/offswitch"
 	"github.com/netready/netready/pkg/pool"
 	"github.com/netready/netready/pkg/publish"
 )
@@ -328,5 +330,35 @@ func TestProblems(t *testing.T) {
 		if diff := cmp.Diff(tc.want, problems(tc.n)); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}
+	}
+}
+
+// TestStatusSaysNetreadyIsOff: while the off switch's ConfigMap exists,
+// status's text starts with one line that says so, by whom and how to
+// undo it; -o json keeps its list of nodes on stdout, and says it on
+// stderr. Being off is no node's problem: the exit status stays 0.
+func TestStatusSaysNetreadyIsOff(t *testing.T) {
+	cm := corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Namespace: "kube-system", Name: offswitch.ConfigMapName,
+		CreationTimestamp: metav1.NewTime(time.Date(2026, 12, 1, 9, 30, 0, 0, time.UTC)),
+		ManagedFields:     []metav1.ManagedFieldsEntry{{Manager: "kubectl-netready", Operation: metav1.ManagedFieldsOperationUpdate}}}}
+	api := &fakeAPI{objects: map[string]any{"namespaces/kube-system/configmaps/netready-off": cm},
+		lists: map[string][]any{"nodes": {node("a", false)}, "pods": {netreadyPod("a", true)}}}
+	kc := kubeconfig(t, api)
+	const line = "netready is OFF since 2026-12-01T09:30:00Z ("
+	const by = "), by kubectl-netready (ConfigMap kube-system/netready-off): each running sidecar releases its node's gated pods (True, reason NetreadyOff) and ADD waits on no check; undo: kubectl netready on\n"
+
+	code, stdout, stderr := command(t, "status", "--kubeconfig", kc)
+	if code != 0 || stderr != "" || !strings.HasPrefix(stdout, line) || !strings.Contains(stdout, by+"NODE ") {
+		t.Errorf("status: exit %d, stderr %q, stdout:\n%s\nwant exit 0 and the off line above the nodes", code, stderr, stdout)
+	}
+	code, stdout, stderr = command(t, "status", "--kubeconfig", kc, "-o", "json")
+	var nodes []explain.NodeReport
+	if err := json.Unmarshal([]byte(stdout), &nodes); code != 0 || err != nil || len(nodes) != 1 ||
+		!strings.HasPrefix(stderr, "kubectl netready status: "+line) || !strings.HasSuffix(stderr, by) {
+		t.Errorf("status -o json: exit %d, %v, stderr %q, stdout:\n%s", code, err, stderr, stdout)
+	}
+	on := kubeconfig(t, &fakeAPI{lists: api.lists})
+	if code, stdout, _ = command(t, "status", "--kubeconfig", on); code != 0 || strings.Contains(stdout, "OFF") {
+		t.Errorf("status, on: exit %d, stdout:\n%s", code, stdout)
 	}
 }

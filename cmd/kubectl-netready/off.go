@@ -16,11 +16,14 @@ import (
 
 	"github.com/spf13/cobra"
 
+	"github.com/netready/netready/pkg/explain"
 	"github.com/netready/netready/pkg/offswitch"
 )
 
-// defaultPolicy is the mutating policy that adds the readiness gate.
-const defaultPolicy = "netready-readiness-gate"
+// policyHelp is --policy's help, for the commands that read or turn the
+// policy's off matchCondition.
+const policyHelp = "the MutatingAdmissionPolicy that adds the readiness gate (default: " + explain.DefaultPolicy +
+	", else the one policy whose name holds it, as a kustomize namePrefix or nameSuffix makes it)"
 
 // offCmd and onCmd turn the off switch on and off (package offswitch).
 func offCmd(fl *flags) *cobra.Command {
@@ -33,6 +36,11 @@ sidecar releases the gated pods of its node (condition True, reason
 NetreadyOff, one Warning Event each), and the plugin's ADD returns at once,
 waiting on no check. It creates the ConfigMap ` + offswitch.ConfigMapName + ` in netready's
 namespace; helm's offSwitch=true does the same. kubectl netready on undoes it.
+
+Under a kustomize namePrefix, nameSuffix or namespace override, give the
+namespace with --netready-namespace; the policy is found by its name
+(the one whose name holds netready-readiness-gate), or give it with
+--policy.
 
 Idempotent. Exit status: 0 when done, 2 on a usage error or when the API
 cannot answer.`,
@@ -76,13 +84,20 @@ func switchCmd(fl *flags, off bool, cmd *cobra.Command) *cobra.Command {
 		}
 		return nil
 	}
-	cmd.Flags().StringVar(&policy, "policy", defaultPolicy, "the MutatingAdmissionPolicy that adds the readiness gate")
+	cmd.Flags().StringVar(&policy, "policy", "", policyHelp)
 	return cmd
 }
 
 // turn sets the switch: the ConfigMap for the sidecars, the matchCondition
-// for the policy. It says what it did, and what it did not need to.
+// for the policy. It says what it did, and what it did not need to. The
+// policy is found first, so that a policy it cannot tell changes nothing;
+// one it may not read still leaves the ConfigMap turned, the sidecars'
+// part, and then fails.
 func turn(ctx context.Context, w io.Writer, c kubernetes.Interface, namespace, policy string, off bool) error {
+	p, perr := explain.GatePolicy(ctx, c, policy)
+	if perr != nil && !apierrors.IsForbidden(perr) {
+		return perr
+	}
 	cms := c.CoreV1().ConfigMaps(namespace)
 	ref := namespace + "/" + offswitch.ConfigMapName
 	if off {
@@ -107,8 +122,21 @@ func turn(ctx context.Context, w io.Writer, c kubernetes.Interface, namespace, p
 			return fmt.Errorf("delete ConfigMap %s: %w", ref, err)
 		}
 	}
-	if err := turnPolicy(ctx, w, c, policy, off); err != nil {
+	if perr != nil {
+		return fmt.Errorf("the ConfigMap is turned, the mutating policy is not: %w", perr)
+	}
+	if err := turnPolicy(ctx, w, c, p, policy, off); err != nil {
 		return err
+	}
+	// The sidecars follow the ConfigMap of their own namespace: one in
+	// another turns nothing. No DaemonSet may also be the incident itself
+	// (kubectl delete ds), so it is said, not refused.
+	switch ds, err := c.AppsV1().DaemonSets(namespace).List(ctx, metav1.ListOptions{LabelSelector: explain.Selector}); {
+	case err == nil && len(ds.Items) == 0:
+		fmt.Fprintf(w, "warning: no netready DaemonSet (label %s) in namespace %s: the sidecars follow %s in their own namespace; "+
+			"if netready runs in another, run this again with --netready-namespace\n", explain.Selector, namespace, offswitch.ConfigMapName)
+	case err != nil && !apierrors.IsForbidden(err):
+		return fmt.Errorf("list netready's DaemonSets in %s: %w", namespace, err)
 	}
 	if off {
 		fmt.Fprintln(w, "netready is off: within 30 s on every node with a running sidecar (the sidecars' watch). Undo: kubectl netready on")
@@ -121,16 +149,18 @@ func turn(ctx context.Context, w io.Writer, c kubernetes.Interface, namespace, p
 // turnPolicy adds or removes the policy's off matchCondition, by JSON
 // patch with a test of what it read, so that a concurrent edit is never
 // overwritten.
-func turnPolicy(ctx context.Context, w io.Writer, c kubernetes.Interface, name string, off bool) error {
-	policies := c.AdmissionregistrationV1().MutatingAdmissionPolicies()
-	p, err := policies.Get(ctx, name, metav1.GetOptions{})
+func turnPolicy(ctx context.Context, w io.Writer, c kubernetes.Interface, p *admissionv1.MutatingAdmissionPolicy, name string, off bool) error {
 	switch {
-	case apierrors.IsNotFound(err):
+	case p == nil && name != "":
 		fmt.Fprintf(w, "MutatingAdmissionPolicy %s not found (a cluster before 1.36, or components/no-mutating-policy): gates in pod specs stay, and are released while off\n", name)
 		return nil
-	case err != nil:
-		return fmt.Errorf("get MutatingAdmissionPolicy %s: %w", name, err)
+	case p == nil:
+		fmt.Fprintf(w, "no MutatingAdmissionPolicy %s, nor one whose name holds it (a cluster before 1.36, or components/no-mutating-policy): "+
+			"gates in pod specs stay, and are released while off; if netready's policy has another name, give it with --policy\n", explain.DefaultPolicy)
+		return nil
 	}
+	name = p.Name
+	policies := c.AdmissionregistrationV1().MutatingAdmissionPolicies()
 	i := slices.IndexFunc(p.Spec.MatchConditions, func(m admissionv1.MatchCondition) bool { return m.Name == offswitch.MatchCondition })
 	var ops []map[string]any
 	switch {

@@ -29,7 +29,7 @@ const oldSettingsLabel = "netready.io/params=settings"
 // this client may not read them), netready-settings says, by its old
 // label and then by its name; else the default.
 func conditionType(ctx context.Context, c kubernetes.Interface, o Options) (string, error) {
-	list, err := c.AppsV1().DaemonSets(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: netreadySelector})
+	list, err := c.AppsV1().DaemonSets(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector})
 	switch {
 	case apierrors.IsForbidden(err):
 		// The settings may still be readable.

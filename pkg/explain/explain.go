@@ -25,17 +25,24 @@ const (
 	DefaultNamespace   = "kube-system"
 	settingsConfigMap  = "netready-settings"
 	gateLabel          = "netready.io/readiness-gate"
-	netreadySelector   = "app=netready"
 	sidecarController  = "netready-sidecar"
 	sidecarContainer   = "sidecar"
 	reasonSandboxError = "FailedCreatePodSandBox"
 )
 
+// Selector finds netready's DaemonSet and its pods: a namePrefix renames
+// them, not their labels.
+const Selector = "app=netready"
+
 // Options say where netready runs.
 type Options struct {
-	// Namespace is netready's namespace (its DaemonSet and settings).
+	// Namespace is netready's namespace (its DaemonSet, settings and
+	// off switch).
 	Namespace string
-	Now       func() time.Time
+	// Policy is the mutating policy that adds the gate; "" finds it
+	// (GatePolicy).
+	Policy string
+	Now    func() time.Time
 }
 
 func (o *Options) defaults() {
@@ -55,13 +62,15 @@ type PodReport struct {
 	Phase         string `json:"phase"`
 	ConditionType string `json:"conditionType"`
 	// NetworkReady is the verdict: the pod's netready condition is True.
-	NetworkReady bool                 `json:"networkReady"`
-	Summary      string               `json:"summary"`
-	Gate         Gate                 `json:"gate"`
-	Condition    *Condition           `json:"condition,omitempty"`
-	Attachments  []publish.Attachment `json:"attachments,omitempty"`
-	Events       []Event              `json:"events,omitempty"`
-	NodeState    *NodeReport          `json:"nodeState,omitempty"`
+	NetworkReady bool   `json:"networkReady"`
+	Summary      string `json:"summary"`
+	// Off is the off switch, when it could be read.
+	Off         *Off                 `json:"off,omitempty"`
+	Gate        Gate                 `json:"gate"`
+	Condition   *Condition           `json:"condition,omitempty"`
+	Attachments []publish.Attachment `json:"attachments,omitempty"`
+	Events      []Event              `json:"events,omitempty"`
+	NodeState   *NodeReport          `json:"nodeState,omitempty"`
 	// For a pod not scheduled yet: why, and the nodes netready tainted.
 	Scheduling   []string     `json:"scheduling,omitempty"`
 	TaintedNodes []NodeReport `json:"taintedNodes,omitempty"`
@@ -156,6 +165,9 @@ func Pod(ctx context.Context, c kubernetes.Interface, namespace, name string, o 
 		r.Attachments = publish.ParseMessage(cur.Message)
 		r.NetworkReady = cur.Status == corev1.ConditionTrue
 	}
+	if r.Off, err = rd.offSwitch(ctx); err != nil {
+		return nil, err
+	}
 	if r.Events, err = rd.podEvents(ctx, pod, now); err != nil {
 		return nil, err
 	}
@@ -219,7 +231,7 @@ func (rd *reader) gateOf(ctx context.Context, pod *corev1.Pod) Gate {
 	case gated:
 		return Gate{true, "written in the pod's spec (its namespace is not labelled " + gateLabel + "=enabled)"}
 	case labelled:
-		return Gate{false, "none: the namespace is labelled, so the pod was created before the policy took effect, is hostNetwork, or the policy failed open"}
+		return Gate{false, "none: the namespace is labelled, so the pod was created before the policy took effect or while netready was off, is hostNetwork, or the policy failed open"}
 	}
 	return Gate{false, fmt.Sprintf("none: netready does not gate this pod (label namespace %s %s=enabled to gate new pods)", pod.Namespace, gateLabel)}
 }
@@ -282,6 +294,12 @@ func (r *PodReport) summary() string {
 		pool = poolSummary(r.NodeState)
 	}
 	switch {
+	case r.NetworkReady && r.Condition.Reason == publish.ReasonOff:
+		s := fmt.Sprintf("pod %s/%s%s was released by netready's off switch, not by its network (True, reason %s): its network was not checked", r.Namespace, r.Pod, where, publish.ReasonOff)
+		if r.Off != nil && !r.Off.On {
+			s += "; netready is on again, and a True given while off stays"
+		}
+		return s
 	case r.NetworkReady:
 		return fmt.Sprintf("pod %s/%s%s is network-ready", r.Namespace, r.Pod, where)
 	case r.Node == "":

@@ -73,7 +73,7 @@ func (rd *reader) nodeReports(ctx context.Context, sel fields.Selector, keep fun
 	if one {
 		where = "node " + name
 	}
-	ds, err := c.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: netreadySelector})
+	ds, err := c.CoreV1().Pods(o.Namespace).List(ctx, metav1.ListOptions{LabelSelector: Selector})
 	switch {
 	case err == nil:
 		for i := range out {

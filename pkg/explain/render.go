@@ -10,6 +10,9 @@ import (
 // WriteText writes the report for a person.
 func (r *PodReport) WriteText(w io.Writer) {
 	fmt.Fprintln(w, r.Summary)
+	if line := r.Off.Line(); line != "" {
+		fmt.Fprintf(w, "  off:         %s\n", line)
+	}
 	if r.NoSidecar != "" {
 		fmt.Fprintf(w, "  no sidecar:  %s\n", r.NoSidecar)
 	}

@@ -3,15 +3,14 @@
 package sidecar
 
 import (
-	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netready/netready/pkg/atomicfile"
 	"github.com/netready/netready/pkg/marker"
@@ -25,10 +24,14 @@ import (
 
 // TestTheOffSwitchReleasesGatedPodsAndIsUndone: against a real API server,
 // with deploy/'s RBAC and markers the real plugin wrote, a stale off note
-// is removed at start; the ConfigMap netready-off turns a pod whose check
-// can never be met True (NetreadyOff) within 30 s, with a Warning Event,
-// and notes it for the plugin; deleting it removes the note, a new pod is
-// judged as usual and the released one stays True.
+// and the temp of a killed note write are removed at start; the real
+// kubectl-netready off (the ConfigMap netready-off) turns a pod whose
+// check can never be met True (NetreadyOff) within 30 s, with a Warning
+// Event, and notes it for the plugin; status's first line and explain
+// say netready is off, and explain that the pod's True came from the
+// switch, not its network. kubectl-netready on removes the note, a new
+// pod is judged as usual, the released one stays True and explain says
+// why.
 func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 	a := kube.StartAPIServer(t)
 	n := cnitest.NewNet(t, "bridge.conflist", func(n *cnitest.TestNet, _ map[string]any) {
@@ -73,10 +76,15 @@ func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 		return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonNotProgrammed
 	})
 
-	ctx := context.Background()
-	cm := &corev1.ConfigMap{ObjectMeta: metav1.ObjectMeta{Name: offswitch.ConfigMapName, Namespace: "kube-system"}}
-	if _, err := a.Admin.CoreV1().ConfigMaps("kube-system").Create(ctx, cm, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
+	kc := a.Kubeconfig("admin", kube.AdminToken)
+	netready := func(args ...string) (string, int) {
+		t.Helper()
+		out, err := exec.Command(filepath.Join(harness.BinDir, "kubectl-netready"), append([]string{"--kubeconfig", kc}, args...)...).CombinedOutput()
+		t.Logf("kubectl-netready %s (exit %d):\n%s", strings.Join(args, " "), exitCode(err), out)
+		return string(out), exitCode(err)
+	}
+	if out, code := netready("off"); code != 0 || !strings.Contains(out, "ConfigMap kube-system/"+offswitch.ConfigMapName+" created") {
+		t.Fatalf("kubectl-netready off: exit %d, want 0 and the ConfigMap created", code)
 	}
 	start := time.Now()
 	kube.WaitCondition(t, a, released.Name, 30*time.Second, "released by the off switch", func(c *corev1.PodCondition) bool {
@@ -87,9 +95,18 @@ func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 	if evs := kube.EventsFor(t, a, released); !strings.Contains(strings.Join(evs, "\n"), "Warning "+publish.ReasonOff+": ") {
 		t.Errorf("no Warning %s Event for the released pod; events: %q", publish.ReasonOff, evs)
 	}
+	const offLine = "netready is OFF since "
+	const by = "by kubectl-netready (ConfigMap kube-system/" + offswitch.ConfigMapName + "): "
+	const releasedBy = "pod default/off-0 on node " + kube.SidecarNode + " was released by netready's off switch, not by its network (True, reason NetreadyOff)"
+	if out, code := netready("status"); code == 2 || !strings.HasPrefix(out, offLine) || !strings.Contains(strings.SplitN(out, "\n", 2)[0], by) {
+		t.Errorf("kubectl-netready status while off: exit %d, its first line does not say netready is off, by kubectl-netready", code)
+	}
+	if out, code := netready("explain", "-n", "default", released.Name); code != 0 || !strings.HasPrefix(out, releasedBy) || !strings.Contains(out, "\n  off:         "+offLine) {
+		t.Errorf("kubectl-netready explain of the released pod: exit %d, want 0, the off switch named as what gave its True, and the off line", code)
+	}
 
-	if err := a.Admin.CoreV1().ConfigMaps("kube-system").Delete(ctx, offswitch.ConfigMapName, metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	if out, code := netready("on"); code != 0 || !strings.Contains(out, "ConfigMap kube-system/"+offswitch.ConfigMapName+" deleted") {
+		t.Fatalf("kubectl-netready on: exit %d, want 0 and the ConfigMap deleted", code)
 	}
 	harness.Within(t, "the off note removed once on again", 30*time.Second, func() bool { return !offswitch.Noted(n.StateDir) })
 	fresh := a.NewPod("off-1", kube.SidecarNode)
@@ -100,4 +117,10 @@ func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 	kube.Stays(t, a, released.Name, 5*time.Second, "the True given while off stays", func(c *corev1.PodCondition) bool {
 		return c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonOff
 	})
+	if out, code := netready("explain", "-n", "default", released.Name); code != 0 || !strings.HasPrefix(out, releasedBy+": its network was not checked; netready is on again") || strings.Contains(out, offLine) {
+		t.Errorf("kubectl-netready explain of the released pod once on: exit %d, want 0 and that the True given while off stays", code)
+	}
+	if out, _ := netready("status"); strings.Contains(out, offLine) {
+		t.Error("kubectl-netready status once on still says netready is off")
+	}
 }
