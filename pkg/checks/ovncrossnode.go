@@ -40,6 +40,9 @@ type CrossNode struct {
 	// Bumped: this wait raised nb_cfg itself (false: it joined a raise
 	// made after it had read the value, which serves it as well).
 	Bumped bool
+	// Paced is how long it waited to raise or join, after its claim was
+	// seen (ovnbarrier.go).
+	Paced time.Duration
 	// LeftOut names each stalled chassis with its nb_cfg.
 	LeftOut []string
 	Waited  time.Duration
@@ -67,7 +70,8 @@ type behind struct {
 }
 
 // WaitOVNCrossNode runs once the pod's own node has installed its port:
-// it raises nb_cfg (or joins a raise made after this call began), then
+// it raises nb_cfg (or joins a raise made after its claim was in the SB),
+// paced by cn.RaiseInterval, then
 // waits, woken by an OVSDB monitor of the SB's Chassis_Private, until every
 // chassis has reached it or is stalled: behind a barrier older than
 // cn.StallAfter. memoDir holds behindFile. It ends by ctx's deadline.
@@ -91,13 +95,13 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 			return done()
 		}
 	}
-	target, bumped, err := raiseBarrier(ctx, cn.NBSocket)
+	target, bumped, paced, err := barrier(ctx, cn.NBSocket, cn.RaiseInterval)
 	if err != nil {
 		out.Why = err.Error()
 		return done()
 	}
 	raisedAt := time.Now()
-	out.Bumped = bumped
+	out.Bumped, out.Paced = bumped, paced
 	memoPath := filepath.Join(memoDir, behindFile)
 	memo := readBehind(memoPath)
 	learned := memo
@@ -173,68 +177,6 @@ func awaitPortUp(ctx context.Context, socket, ifaceID string) error {
 		case <-time.After(interval):
 		}
 	}
-}
-
-// raiseBarrier raises NB_Global.nb_cfg by one, unless another client
-// raised it after this one read it: that raise was made after this pod's
-// port was claimed too, so it serves as well, and parallel ADDs (separate
-// processes, on any node) share one raise. The OVSDB "wait" makes the read
-// and the raise one transaction. It retries until ctx ends.
-func raiseBarrier(ctx context.Context, socket string) (target int64, bumped bool, err error) {
-	for {
-		target, bumped, err = raiseOnce(ctx, socket)
-		if err == nil || ctx.Err() != nil {
-			return target, bumped, err
-		}
-		select {
-		case <-ctx.Done():
-			return 0, false, err
-		case <-time.After(crossNodePoll):
-		}
-	}
-}
-
-func raiseOnce(ctx context.Context, socket string) (int64, bool, error) {
-	read := func() (int64, error) {
-		rows, err := ovsdb.Select(ctx, socket, "OVN_Northbound", "NB_Global", []any{}, []string{"nb_cfg"})
-		if err != nil {
-			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: %w", err)
-		}
-		if len(rows) != 1 {
-			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: the NB at %s has %d NB_Global rows, not 1", socket, len(rows))
-		}
-		v, ok := ovsdb.Int(rows[0]["nb_cfg"])
-		if !ok {
-			return 0, fmt.Errorf("cannot read NB_Global.nb_cfg: %s", rows[0]["nb_cfg"])
-		}
-		return v, nil
-	}
-	n, err := read()
-	if err != nil {
-		return 0, false, err
-	}
-	res, err := ovsdb.Transact(ctx, socket, "OVN_Northbound",
-		map[string]any{"op": "wait", "table": "NB_Global", "where": []any{}, "columns": []string{"nb_cfg"},
-			"until": "==", "rows": []any{map[string]int64{"nb_cfg": n}}, "timeout": 0},
-		map[string]any{"op": "mutate", "table": "NB_Global", "where": []any{}, "mutations": []any{[]any{"nb_cfg", "+=", 1}}})
-	if err != nil {
-		return 0, false, fmt.Errorf("cannot raise NB_Global.nb_cfg: %w", err)
-	}
-	if res[0].Error == "" && res[1].Error == "" {
-		return n + 1, true, nil
-	}
-	if res[0].Error != "timed out" {
-		return 0, false, fmt.Errorf("cannot raise NB_Global.nb_cfg: %s %s", res[0].Error, res[1].Error)
-	}
-	// Raised by someone else since the read.
-	m, err := read()
-	if err != nil {
-		return 0, false, err
-	}
-	if m <= n {
-		return 0, false, fmt.Errorf("NB_Global.nb_cfg changed from %d to %d between a read and a raise: retrying", n, m)
-	}
-	return m, false, nil
 }
 
 // verdict is one reading of the chassis against the barrier.

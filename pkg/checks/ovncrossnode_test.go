@@ -1,12 +1,8 @@
 package checks
 
 import (
-	"context"
 	"encoding/json"
-	"fmt"
-	"net"
 	"path/filepath"
-	"sync"
 	"testing"
 	"time"
 
@@ -77,104 +73,5 @@ func TestBehindFileRoundTrip(t *testing.T) {
 	writeBehind(path, want, nil)
 	if diff := cmp.Diff(want, readBehind(path), cmp.AllowUnexported(behind{})); diff != "" {
 		t.Errorf("read back (-want +got):\n%s", diff)
-	}
-}
-
-// fakeNB is an NB_Global that answers raiseOnce's select and wait+mutate
-// as ovsdb-server does; before lets another client raise nb_cfg between
-// the read and the raise.
-type fakeNB struct {
-	mu     sync.Mutex
-	nbCfg  int64
-	before func(cur int64) int64
-}
-
-func (f *fakeNB) serve(t *testing.T) string {
-	sock := filepath.Join(t.TempDir(), "nb.sock")
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			conn, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go f.answer(conn)
-		}
-	}()
-	return sock
-}
-
-func (f *fakeNB) answer(conn net.Conn) {
-	defer conn.Close()
-	var req struct {
-		Params []json.RawMessage `json:"params"`
-		ID     json.RawMessage   `json:"id"`
-	}
-	if json.NewDecoder(conn).Decode(&req) != nil || len(req.Params) < 2 {
-		return
-	}
-	var op struct {
-		Op   string             `json:"op"`
-		Rows []map[string]int64 `json:"rows"`
-	}
-	json.Unmarshal(req.Params[1], &op)
-	f.mu.Lock()
-	defer f.mu.Unlock()
-	var result string
-	switch op.Op {
-	case "select":
-		result = fmt.Sprintf(`[{"rows":[{"nb_cfg":%d}]}]`, f.nbCfg)
-	case "wait":
-		if f.before != nil {
-			f.nbCfg = f.before(f.nbCfg)
-		}
-		if op.Rows[0]["nb_cfg"] != f.nbCfg {
-			result = `[{"details":"\"where\" clause test failed","error":"timed out"},null]`
-			break
-		}
-		f.nbCfg++
-		result = `[{},{"count":1}]`
-	}
-	fmt.Fprintf(conn, `{"id":%s,"result":%s,"error":null}`, req.ID, result)
-}
-
-// TestRaiseCoalesces: raiseOnce raises nb_cfg by one, unless another
-// client raised it between its read and its raise: then that raise serves,
-// and it raises nothing. A failed wait with no newer value is an error, not
-// a barrier.
-func TestRaiseCoalesces(t *testing.T) {
-	type got struct {
-		Target int64
-		Bumped bool
-		Err    bool
-		After  int64
-	}
-	tests := []struct {
-		name   string
-		before func(int64) int64
-		want   got
-	}{
-		{"nobody else raised: raise", nil, got{Target: 8, Bumped: true, After: 8}},
-		{"another raise came between: join it", func(cur int64) int64 { return cur + 2 }, got{Target: 9, After: 9}},
-		{"the wait failed but nothing is newer", func(cur int64) int64 { return cur - 1 }, got{Err: true, After: 6}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			f := &fakeNB{nbCfg: 7, before: tt.before}
-			sock := f.serve(t)
-			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-			defer cancel()
-			target, bumped, err := raiseOnce(ctx, sock)
-			f.mu.Lock()
-			after := f.nbCfg
-			f.mu.Unlock()
-			if diff := cmp.Diff(tt.want, got{Target: target, Bumped: bumped, Err: err != nil, After: after}); diff != "" {
-				t.Errorf("raiseOnce (-want +got):\n%s (err %v)", diff, err)
-			}
-		})
 	}
 }

@@ -20,6 +20,15 @@ const (
 	// catch-up of a busy but healthy chassis (tens of ms here), so that
 	// only a frozen or disconnected one is left out.
 	DefaultStallAfter = 3 * time.Second
+	// DefaultRaiseInterval paces netready's raises of OVN's barrier
+	// cluster-wide: at most about five a second, so that every chassis
+	// writes its Chassis_Private that often at most, whatever the pod
+	// start rate. A pod that finds a raise this fresh waits at most this
+	// long for the next.
+	DefaultRaiseInterval = 200 * time.Millisecond
+	// MaxRaiseInterval keeps that wait a small share of the cross-node
+	// wait.
+	MaxRaiseInterval = time.Second
 	// MaxCrossNodeTimeout keeps ADD, both waits together, within
 	// MaxTimeout.
 	MaxCrossNodeTimeout = 30 * time.Second
@@ -34,15 +43,17 @@ const (
 // has programmed it, wait until the other nodes have too. Only the
 // ovn-kubernetes preset offers a barrier to wait on (OVN's nb_cfg).
 type CrossNodeConf struct {
-	TimeoutRaw    string `json:"timeout,omitempty"`
-	StallAfterRaw string `json:"stallAfter,omitempty"`
+	TimeoutRaw       string `json:"timeout,omitempty"`
+	StallAfterRaw    string `json:"stallAfter,omitempty"`
+	RaiseIntervalRaw string `json:"raiseInterval,omitempty"`
 	// NBSocket and SBSocket are the unix sockets of the OVN databases.
 	NBSocket string `json:"nbSocket,omitempty"`
 	SBSocket string `json:"sbSocket,omitempty"`
 
-	// Timeout and StallAfter are their raw keys parsed.
-	Timeout    time.Duration `json:"-"`
-	StallAfter time.Duration `json:"-"`
+	// Timeout, StallAfter and RaiseInterval are their raw keys parsed.
+	Timeout       time.Duration `json:"-"`
+	StallAfter    time.Duration `json:"-"`
+	RaiseInterval time.Duration `json:"-"`
 }
 
 // crossNodeKey is the top-level key; decodeCrossNode reports near misses of
@@ -106,6 +117,9 @@ func (c *CrossNodeConf) Defaults() {
 	if c.StallAfterRaw == "" {
 		c.StallAfterRaw = DefaultStallAfter.String()
 	}
+	if c.RaiseIntervalRaw == "" {
+		c.RaiseIntervalRaw = DefaultRaiseInterval.String()
+	}
 	if c.NBSocket == "" {
 		c.NBSocket = DefaultOVNNBSocket
 	}
@@ -130,6 +144,12 @@ func (c *CrossNodeConf) Validate() error {
 	}
 	duration("timeout", c.TimeoutRaw, MaxCrossNodeTimeout, &c.Timeout)
 	duration("stallAfter", c.StallAfterRaw, MaxCrossNodeTimeout, &c.StallAfter)
+	// "0s" raises at once, for each pod that finds no raise to join.
+	if d, err := time.ParseDuration(c.RaiseIntervalRaw); err != nil || d < 0 || d > MaxRaiseInterval {
+		errs = append(errs, fmt.Errorf(`"raiseInterval" %q must be a Go duration >= 0 and <= %s`, c.RaiseIntervalRaw, MaxRaiseInterval))
+	} else {
+		c.RaiseInterval = d
+	}
 	if c.Timeout > 0 && c.StallAfter >= c.Timeout {
 		errs = append(errs, fmt.Errorf(`"stallAfter" %q must be shorter than "timeout" %q, or one stalled node times every pod out`, c.StallAfterRaw, c.TimeoutRaw))
 	}
@@ -137,6 +157,9 @@ func (c *CrossNodeConf) Validate() error {
 		if !filepath.IsAbs(s.path) {
 			errs = append(errs, fmt.Errorf(`%q %q must be the absolute path of a unix socket`, s.key, s.path))
 		}
+	}
+	if c.Timeout > 0 && c.RaiseInterval >= c.Timeout {
+		errs = append(errs, fmt.Errorf(`"raiseInterval" %q must be shorter than "timeout" %q`, c.RaiseIntervalRaw, c.TimeoutRaw))
 	}
 	return errors.Join(errs...)
 }

@@ -23,11 +23,11 @@ func TestCrossNodeParse(t *testing.T) {
 		name, extra string
 		want        CrossNodeConf
 	}{
-		{"defaults", `"preset":"ovn-kubernetes","crossNode":{}`, CrossNodeConf{TimeoutRaw: "5s", StallAfterRaw: "3s",
-			NBSocket: DefaultOVNNBSocket, SBSocket: DefaultOVNSBSocket, Timeout: 5 * time.Second, StallAfter: 3 * time.Second}},
+		{"defaults", `"preset":"ovn-kubernetes","crossNode":{}`, CrossNodeConf{TimeoutRaw: "5s", StallAfterRaw: "3s", RaiseIntervalRaw: "200ms",
+			NBSocket: DefaultOVNNBSocket, SBSocket: DefaultOVNSBSocket, Timeout: 5 * time.Second, StallAfter: 3 * time.Second, RaiseInterval: 200 * time.Millisecond}},
 		{"an ovsdb check instead of the preset", `"checks":[{"kind":"ovsdb","preset":"ovn-kubernetes"}],
-			"crossNode":{"timeout":"2s","stallAfter":"500ms","nbSocket":"/t/nb.sock","sbSocket":"/t/sb.sock"}`,
-			CrossNodeConf{TimeoutRaw: "2s", StallAfterRaw: "500ms", NBSocket: "/t/nb.sock", SBSocket: "/t/sb.sock",
+			"crossNode":{"timeout":"2s","stallAfter":"500ms","raiseInterval":"0s","nbSocket":"/t/nb.sock","sbSocket":"/t/sb.sock"}`,
+			CrossNodeConf{TimeoutRaw: "2s", StallAfterRaw: "500ms", RaiseIntervalRaw: "0s", NBSocket: "/t/nb.sock", SBSocket: "/t/sb.sock",
 				Timeout: 2 * time.Second, StallAfter: 500 * time.Millisecond}},
 	}
 	for _, tt := range tests {
@@ -56,6 +56,12 @@ func TestCrossNodeProblems(t *testing.T) {
 			[]string{`crossNode: "timeout" "5" is not a Go duration`, `"stallAfter" "-1s" must be > 0`}},
 		{"stallAfter not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"2s","stallAfter":"2s"}`,
 			[]string{`"stallAfter" "2s" must be shorter than "timeout" "2s"`}},
+		{"raiseInterval out of range", `"preset":"ovn-kubernetes","crossNode":{"raiseInterval":"2s"}`,
+			[]string{`crossNode: "raiseInterval" "2s" must be a Go duration >= 0 and <= 1s`}},
+		{"raiseInterval not a duration", `"preset":"ovn-kubernetes","crossNode":{"raiseInterval":"fast"}`,
+			[]string{`"raiseInterval" "fast" must be a Go duration`}},
+		{"raiseInterval not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"500ms","stallAfter":"400ms","raiseInterval":"500ms"}`,
+			[]string{`"raiseInterval" "500ms" must be shorter than "timeout" "500ms"`}},
 		{"over kubelet's share", `"preset":"ovn-kubernetes","timeout":"90s","crossNode":{"timeout":"20s"}`,
 			[]string{`plus the top-level "timeout" "1m30s" must be <= 1m40s`}},
 		{"relative socket", `"preset":"ovn-kubernetes","crossNode":{"nbSocket":"nb.sock"}`,

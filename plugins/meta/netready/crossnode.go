@@ -27,7 +27,7 @@ func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.L
 	if len(cn.LeftOut) > 0 {
 		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
 	}
-	log.Info("cross-node wait done", "ready", cn.Ready, "target", cn.Target, "bumped", cn.Bumped, "waitedMs", cn.Waited.Milliseconds(), "why", cn.Why)
+	log.Info("cross-node wait done", "ready", cn.Ready, "target", cn.Target, "bumped", cn.Bumped, "pacedMs", cn.Paced.Milliseconds(), "waitedMs", cn.Waited.Milliseconds(), "why", cn.Why)
 	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why}
 	if cn.Ready {
 		r.WaitedMs = cn.Waited.Milliseconds()

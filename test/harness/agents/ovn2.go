@@ -46,6 +46,7 @@ type OVNChassis struct {
 	Name       string // its system-id, the chassis name in the SB
 	NS         string // its netns name
 	Conf       string // its Open_vSwitch database socket
+	EncapIP    string // on its br-phy
 	dir        string
 	env        []string
 	controller *exec.Cmd
@@ -98,6 +99,17 @@ func StartTwoNodeOVN(t testing.TB, subnet string) *TwoNodeOVN {
 			return strings.Contains(o.output(c.env, "ovs-vsctl", "--db=unix:"+c.Conf, "--timeout=10", "--columns=type", "find", "Interface", "type=geneve"), "geneve")
 		}, c)
 	}
+	// OVS's userspace tunnelling learns the other node's underlay MAC by
+	// ARP when it first has a packet to encapsulate for it, and drops that
+	// packet: with an empty cache, a client's first SYN is lost to it
+	// (docs/benchmarks.md, "cross-node wait"). Nodes that talk all the time
+	// keep the entry; these two start with it.
+	for _, p := range [][2]*OVNChassis{{o.A, o.B}, {o.B, o.A}} {
+		mac := strings.TrimSpace(harness.MustRun(t, "ip", "netns", "exec", p[1].NS, "cat", "/sys/class/net/br-phy/address"))
+		if out := p[0].Appctl("tnl/neigh/set", "br-phy", p[1].EncapIP, mac); !strings.Contains(out, "OK") {
+			t.Fatalf("%s: tnl/neigh/set br-phy %s %s: %s", p[0].Name, p[1].EncapIP, mac, out)
+		}
+	}
 	o.Nbctl("ls-add", o.Switch)
 	return o
 }
@@ -115,13 +127,19 @@ func (o *TwoNodeOVN) startChassis(short, netns, encapIP string) *OVNChassis {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c := &OVNChassis{o: o, Name: "nr-chassis-" + short, NS: netns, Conf: filepath.Join(dir, "conf.sock"), dir: dir, env: ovnEnv(dir)}
+	c := &OVNChassis{o: o, Name: "nr-chassis-" + short, NS: netns, Conf: filepath.Join(dir, "conf.sock"), EncapIP: encapIP, dir: dir, env: ovnEnv(dir)}
 	o.nodes = append(o.nodes, c)
 	harness.MustRun(t, "ip", "netns", "add", netns)
 	harness.MustRun(t, "ip", "-n", netns, "link", "set", "lo", "up")
 	o.startDB(dir, "conf", "/usr/share/openvswitch/vswitch.ovsschema", c.Conf, c.env)
 	o.run(c.env, "ovs-vsctl", "--db=unix:"+c.Conf, "--no-wait", "init")
-	o.start(c.env, short+"-vswitchd", "ip", "netns", "exec", netns, "ovs-vswitchd", "unix:"+c.Conf, "--no-chdir",
+	// --disable-system-route: OVS's userspace tunnelling routes by its
+	// own copy of the kernel's table, which it flushes and reloads on each
+	// link change in the netns, such as a new pod's veth. Until the reload
+	// the node neither terminates nor sends Geneve: a packet of the moment
+	// goes to the kernel (ICMP port unreachable) or is dropped. The one
+	// route the tunnels need is added by hand instead, and stays.
+	o.start(c.env, short+"-vswitchd", "ip", "netns", "exec", netns, "ovs-vswitchd", "unix:"+c.Conf, "--no-chdir", "--disable-system-route",
 		"--unixctl="+filepath.Join(dir, "vswitchd.ctl"), "--log-file="+filepath.Join(dir, "vswitchd.log"), "--pidfile="+filepath.Join(dir, "vswitchd.pid"))
 	c.Vsctl("add-br", "br-int", "--", "set", "Bridge", "br-int", "datapath_type=netdev", "fail-mode=secure")
 	// The encap IP goes on br-phy's own interface, not on the veth:
@@ -129,6 +147,11 @@ func (o *TwoNodeOVN) startChassis(short, netns, encapIP string) *OVNChassis {
 	c.Vsctl("add-br", "br-phy", "--", "set", "Bridge", "br-phy", "datapath_type=netdev")
 	harness.MustRun(t, "ip", "-n", netns, "addr", "add", encapIP+"/24", "dev", "br-phy")
 	harness.MustRun(t, "ip", "-n", netns, "link", "set", "br-phy", "up")
+	// The route takes its source address from br-phy, which ovs-vswitchd
+	// learns from a netlink event of its own time.
+	o.waitFor(10*time.Second, c.Name+"'s OVS route to the underlay", func() bool {
+		return strings.Contains(c.Appctl("ovs/route/add", ovn2Underlay+"0/24", "br-phy"), "OK")
+	}, nil)
 	c.Vsctl("set", "Open_vSwitch", ".", "external_ids:system-id="+c.Name, "external_ids:ovn-remote=unix:"+o.SB,
 		"external_ids:ovn-encap-type=geneve", "external_ids:ovn-encap-ip="+encapIP, "external_ids:ovn-bridge=br-int")
 	c.controller = o.start(c.env, short+"-controller", "ip", "netns", "exec", netns, "ovn-controller", "unix:"+c.Conf, "--no-chdir",
@@ -210,6 +233,11 @@ func (o *TwoNodeOVN) Sbctl(args ...string) string {
 func (c *OVNChassis) Vsctl(args ...string) string {
 	c.o.t.Helper()
 	return c.o.run(c.env, append([]string{"ovs-vsctl", "--db=unix:" + c.Conf, "--timeout=10"}, args...)...)
+}
+
+// Appctl runs ovs-appctl against the node's ovs-vswitchd.
+func (c *OVNChassis) Appctl(args ...string) string {
+	return c.o.output(c.env, append([]string{"ovs-appctl", "-t", filepath.Join(c.dir, "vswitchd.ctl"), "--timeout=10"}, args...)...)
 }
 
 // Log is the last lines of one of the node's daemon logs ("controller",

@@ -32,6 +32,7 @@ type CrossNodeBed struct {
 	State    string // netready's stateDir
 	Log      string // netready's logFile
 	ServerIP string
+	ServerNS string // the server pod's netns path
 	Network  string
 }
 
@@ -90,6 +91,7 @@ ovs-vsctl --db=unix:%[4]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 	// Both chassis have rendered the policy.
 	ovn.Nbctl("--wait=hv", "sync")
 	cnitest.ServeTCP(t, srv, 8080)
+	b.ServerNS = srv
 	return b
 }
 

@@ -7,11 +7,13 @@ import (
 	"os"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
 	"github.com/containernetworking/cni/libcni"
 
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/test/harness"
 	"github.com/netready/netready/test/harness/agents"
 )
@@ -32,6 +34,9 @@ const (
 	// xnWaitPods is how many clients the wait-on test starts.
 	xnWaitPods    = 50
 	xnControlPods = 10
+	// xnBurst is how many clients each phase of the coalescing test
+	// starts.
+	xnBurst = 20
 )
 
 // firstConnections starts n clients in sequence, each (when lag) with B
@@ -156,4 +161,64 @@ func nbCfg(b *agents.CrossNodeBed) int {
 	var n int
 	fmt.Sscan(strings.TrimSpace(b.OVN.Nbctl("get", "NB_Global", ".", "nb_cfg")), &n)
 	return n
+}
+
+// TestCrossNodeRaisesCoalesceOVN: raises of the barrier are paced
+// cluster-wide. xnBurst clients started at once, then xnBurst started one
+// after another at 20/s, each phase while node B lags, raise
+// NB_Global.nb_cfg at most about once per crossNode.raiseInterval (the
+// default) over the time the phase takes, where pods started one after
+// another used to raise once each; and every first connection still
+// succeeds.
+func TestCrossNodeRaisesCoalesceOVN(t *testing.T) {
+	b := agents.StartCrossNodeBed(t, xnSubnet, xnServerIP)
+	list := b.Chain(map[string]any{"timeout": "5s", "nbSocket": b.OVN.NB, "sbSocket": b.OVN.SB})
+	for _, phase := range []struct {
+		name    string
+		gap     time.Duration
+		firstIP int
+	}{
+		{"at once", 0, 10},
+		{"at 20/s", 50 * time.Millisecond, 10 + xnBurst},
+	} {
+		before := nbCfg(b)
+		start := time.Now()
+		var mu sync.Mutex
+		var adds []time.Duration
+		var fails []string
+		b.Lagged(xnLag, func() {
+			var wg sync.WaitGroup
+			for i := range xnBurst {
+				time.Sleep(phase.gap)
+				wg.Go(func() {
+					name := fmt.Sprintf("c%d-%d", phase.firstIP, i)
+					rt, took, err := b.Add(list, name, fmt.Sprintf("10.200.98.%d", phase.firstIP+i))
+					if err == nil {
+						err = b.Connect(rt)
+					}
+					mu.Lock()
+					defer mu.Unlock()
+					adds = append(adds, took)
+					if err != nil {
+						fails = append(fails, fmt.Sprintf("%s: %v", name, err))
+					}
+				})
+			}
+			wg.Wait()
+		})
+		took := time.Since(start)
+		raises := nbCfg(b) - before
+		bound := int(took/config.DefaultRaiseInterval) + 3
+		slices.Sort(adds)
+		t.Logf("%s, B lagged %s: %d pods in %s raised nb_cfg %d times (bound %d); ADD p50 %s max %s; %d first connections failed",
+			phase.name, xnLag, xnBurst, took.Round(time.Millisecond), raises, bound,
+			adds[len(adds)/2].Round(time.Millisecond), adds[len(adds)-1].Round(time.Millisecond), len(fails))
+		if raises < 1 || raises > bound {
+			t.Errorf("%s: %d pods raised nb_cfg %d times in %s, want 1 to %d (one per raiseInterval %s, and a few)",
+				phase.name, xnBurst, raises, took.Round(time.Millisecond), bound, config.DefaultRaiseInterval)
+		}
+		if len(fails) > 0 {
+			t.Errorf("%s: %d of %d ADDs or first connections failed: %v", phase.name, len(fails), xnBurst, fails)
+		}
+	}
 }
