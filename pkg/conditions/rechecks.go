@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/pending"
 )
@@ -20,17 +21,32 @@ func (c *Controller) startCheck(path string, m *marker.Marker) {
 	sched := pending.Schedule{Round: recheckRound, Patience: c.opts.PendingTimeout, MaxGap: recheckMax}
 	go func() {
 		defer st.cancel()
-		_, err := c.recheck(ctx, c.store, m, sched, func(p *marker.Marker) {
+		done, err := c.recheck(ctx, c.store, m, sched, func(p *marker.Marker) {
 			c.state.recheckProgressed(path, st, p)
 			c.queue.Add(podKey)
 		})
 		switch {
 		case err == nil:
-			c.log.Info("pending attachment is now programmed", "marker", path)
+			// The cross-node result's target names any chassis left out.
+			c.log.Info("pending attachment is now programmed", "marker", path, "crossNode", crossNodeTarget(done))
 		case !errors.Is(err, context.Canceled):
 			c.log.Warn("stopped re-checking a pending attachment", "marker", path, "err", err)
 		}
 		c.state.recheckEnded(path, st)
 		c.queue.Add(podKey)
 	}()
+}
+
+// crossNodeTarget is the target of m's cross-node result, or "" when it
+// has none.
+func crossNodeTarget(m *marker.Marker) string {
+	if m == nil {
+		return ""
+	}
+	for _, c := range m.Checks {
+		if c.Kind == checks.KindOVNCrossNode {
+			return c.Target
+		}
+	}
+	return ""
 }

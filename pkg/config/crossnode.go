@@ -88,6 +88,12 @@ func decodeCrossNode(top map[string]json.RawMessage, conf *NetConf) []error {
 	if cn.Timeout > 0 && local+cn.Timeout > MaxTimeout {
 		errs = append(errs, fmt.Errorf(`%s: "timeout" %q plus the top-level "timeout" %q must be <= %s, kubelet's share for netready`, crossNodeKey, cn.TimeoutRaw, local, MaxTimeout))
 	}
+	// Under "fail", a stalled chassis must be left out within the wait, or
+	// one frozen node fails every ADD. Under "proceed" the sidecar goes on
+	// waiting after the timeout, and leaves it out there.
+	if conf.OnTimeout != OnTimeoutProceed && cn.Timeout > 0 && cn.StallAfter >= cn.Timeout {
+		errs = append(errs, fmt.Errorf(`%s: "stallAfter" %q must be shorter than "timeout" %q under onTimeout "fail", or one stalled node times every pod out`, crossNodeKey, cn.StallAfterRaw, cn.TimeoutRaw))
+	}
 	if !usesOVNPreset(conf) {
 		errs = append(errs, fmt.Errorf(`%s: needs the "ovn-kubernetes" preset (top-level "preset" or an "ovsdb" check): only OVN offers a barrier to wait on`, crossNodeKey))
 	}
@@ -128,7 +134,9 @@ func (c *CrossNodeConf) Defaults() {
 	}
 }
 
-// Validate returns every problem at once, each naming its key.
+// Validate returns every problem at once, each naming its key. How
+// stallAfter compares with timeout depends on onTimeout, which
+// decodeCrossNode checks.
 func (c *CrossNodeConf) Validate() error {
 	var errs []error
 	duration := func(key, raw string, limit time.Duration, into *time.Duration) {
@@ -149,9 +157,6 @@ func (c *CrossNodeConf) Validate() error {
 		errs = append(errs, fmt.Errorf(`"raiseInterval" %q must be a Go duration >= 0 and <= %s`, c.RaiseIntervalRaw, MaxRaiseInterval))
 	} else {
 		c.RaiseInterval = d
-	}
-	if c.Timeout > 0 && c.StallAfter >= c.Timeout {
-		errs = append(errs, fmt.Errorf(`"stallAfter" %q must be shorter than "timeout" %q, or one stalled node times every pod out`, c.StallAfterRaw, c.TimeoutRaw))
 	}
 	for _, s := range []struct{ key, path string }{{"nbSocket", c.NBSocket}, {"sbSocket", c.SBSocket}} {
 		if !filepath.IsAbs(s.path) {

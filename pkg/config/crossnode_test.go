@@ -29,6 +29,11 @@ func TestCrossNodeParse(t *testing.T) {
 			"crossNode":{"timeout":"2s","stallAfter":"500ms","raiseInterval":"0s","nbSocket":"/t/nb.sock","sbSocket":"/t/sb.sock"}`,
 			CrossNodeConf{TimeoutRaw: "2s", StallAfterRaw: "500ms", RaiseIntervalRaw: "0s", NBSocket: "/t/nb.sock", SBSocket: "/t/sb.sock",
 				Timeout: 2 * time.Second, StallAfter: 500 * time.Millisecond}},
+		// ADD returns within timeout; the sidecar's re-check goes on and
+		// leaves a stalled chassis out after stallAfter.
+		{"proceed: stallAfter beyond timeout", `"preset":"ovn-kubernetes","onTimeout":"proceed","crossNode":{"timeout":"500ms","stallAfter":"4s"}`,
+			CrossNodeConf{TimeoutRaw: "500ms", StallAfterRaw: "4s", RaiseIntervalRaw: "200ms", NBSocket: DefaultOVNNBSocket, SBSocket: DefaultOVNSBSocket,
+				Timeout: 500 * time.Millisecond, StallAfter: 4 * time.Second, RaiseInterval: 200 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -55,13 +60,15 @@ func TestCrossNodeProblems(t *testing.T) {
 		{"bad durations", `"preset":"ovn-kubernetes","crossNode":{"timeout":"5","stallAfter":"-1s"}`,
 			[]string{`crossNode: "timeout" "5" is not a Go duration`, `"stallAfter" "-1s" must be > 0`}},
 		{"stallAfter not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"2s","stallAfter":"2s"}`,
-			[]string{`"stallAfter" "2s" must be shorter than "timeout" "2s"`}},
+			[]string{`"stallAfter" "2s" must be shorter than "timeout" "2s" under onTimeout "fail"`}},
 		{"raiseInterval out of range", `"preset":"ovn-kubernetes","crossNode":{"raiseInterval":"2s"}`,
 			[]string{`crossNode: "raiseInterval" "2s" must be a Go duration >= 0 and <= 1s`}},
 		{"raiseInterval not a duration", `"preset":"ovn-kubernetes","crossNode":{"raiseInterval":"fast"}`,
 			[]string{`"raiseInterval" "fast" must be a Go duration`}},
 		{"raiseInterval not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"500ms","stallAfter":"400ms","raiseInterval":"500ms"}`,
 			[]string{`"raiseInterval" "500ms" must be shorter than "timeout" "500ms"`}},
+		{"stallAfter not below timeout, fail said", `"preset":"ovn-kubernetes","onTimeout":"fail","crossNode":{"timeout":"2s","stallAfter":"3s"}`,
+			[]string{`"stallAfter" "3s" must be shorter than "timeout" "2s"`}},
 		{"over kubelet's share", `"preset":"ovn-kubernetes","timeout":"90s","crossNode":{"timeout":"20s"}`,
 			[]string{`plus the top-level "timeout" "1m30s" must be <= 1m40s`}},
 		{"relative socket", `"preset":"ovn-kubernetes","crossNode":{"nbSocket":"nb.sock"}`,

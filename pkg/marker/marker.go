@@ -58,10 +58,18 @@ type CheckResult struct {
 }
 
 // Pending is what the sidecar needs to re-run the checks of a pending
-// attachment: the configured checks and the pod IPs' gateways.
+// attachment: the configured checks and the pod IPs' gateways, and with
+// the entry's "crossNode", the wait for the other nodes after them.
 type Pending struct {
 	Checks   []config.CheckConf `json:"checks"`
 	Gateways map[string]string  `json:"gateways,omitempty"`
+	// CrossNode is the entry's "crossNode" (its keys as written, defaults
+	// filled in); nil when it is off, and in markers of plugins before it,
+	// whose re-check waits for the local checks alone.
+	CrossNode *config.CrossNodeConf `json:"crossNode,omitempty"`
+	// OVNIfaceID names the pod's OVN logical port, whose claim the
+	// cross-node wait awaits before it raises the barrier.
+	OVNIfaceID string `json:"ovnIfaceID,omitempty"`
 }
 
 // Time marshals as RFC 3339 in UTC with nine fraction digits, as the

@@ -47,8 +47,9 @@ func (s Schedule) Gap(created, t time.Time, n int) time.Duration {
 // reason that passes (ENOSPC on /run, EMFILE); it doubles up to MaxGap.
 const writeRetryMin = time.Second
 
-// Recheck waits on m's checks until they all hold, then writes m as ready
-// and returns it. After a round that did not finish, progress gets m with
+// Recheck waits on m's checks until they all hold, and then, when m
+// carries a crossNode, until the other nodes have learned the pod (or are
+// left out as stalled), then writes m as ready and returns it. After a round that did not finish, progress gets m with
 // the checks' current reasons. It stops with ctx, or with an error when a
 // check can never succeed (the pod or its netns is gone), the marker was
 // removed (DEL) or rewritten (a new ADD). A write that fails otherwise is
@@ -65,6 +66,10 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 	env := checks.NewEnv(m.NetNS)
 	defer env.Close()
 	cs, err := checks.Build(m.Pending.Checks, att, env)
+	if err != nil {
+		return nil, err
+	}
+	xn, err := crossNodeOf(store, m)
 	if err != nil {
 		return nil, err
 	}
@@ -85,8 +90,15 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 		if err != nil {
 			return nil, err
 		}
-		next := marker.New(att, out.CheckResults(), out.Waited, m.CreatedAt.Time)
-		if !out.Ready() {
+		results, waited, ready := out.CheckResults(), out.Waited, out.Ready()
+		if ready && xn != nil {
+			// This node holds; now the others, as ADD would have waited.
+			r := xn.wait(ctx, s.Round, m.CreatedAt.Time)
+			results, ready = append(results, r), r.Ready
+			waited = time.Since(m.CreatedAt.Time)
+		}
+		next := marker.New(att, results, waited, m.CreatedAt.Time)
+		if !ready {
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}

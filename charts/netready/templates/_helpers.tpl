@@ -51,6 +51,18 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- if and (not $V.pool.enabled) (or (ne (toJson $V.pool.ipam) "\"auto\"") (not (kindIs "invalid" $V.pool.minFree)) $V.pool.poolAction) -}}
 {{- fail "netready chart: pool.ipam, pool.minFree and pool.poolAction take effect only with pool.enabled=true; set it, or leave them out" -}}
 {{- end -}}
+{{- $xnKeys := omit $V.crossNode "enabled" -}}
+{{- if and (not $V.crossNode.enabled) $xnKeys -}}
+{{- fail "netready chart: crossNode.timeout, crossNode.stallAfter, crossNode.nbSocket and crossNode.sbSocket take effect only with crossNode.enabled=true; set it, or leave them out" -}}
+{{- end -}}
+{{- if $V.crossNode.enabled -}}{{- $_ := set $data "55-cross-node.json" "{\"crossNode\": {}}\n" -}}{{- end -}}
+{{- if or $V.crossNode.enabled (kindIs "map" ($V.entry | default dict).crossNode) -}}
+{{- $ovsdb := false -}}
+{{- range (($V.entry | default dict).checks | default list) -}}{{- if eq (toString .kind) "ovsdb" -}}{{- $ovsdb = true -}}{{- end -}}{{- end -}}
+{{- if not (or (eq $V.preset "ovn-kubernetes") $ovsdb) -}}
+{{- fail "netready chart: crossNode needs preset=ovn-kubernetes (or an ovsdb check in entry.checks): only OVN offers a barrier to wait on" -}}
+{{- end -}}
+{{- end -}}
 {{- $defaults := fromJson $base -}}
 {{- $frag := dict -}}
 {{- if ne $V.timeout $defaults.timeout -}}{{- $_ := set $frag "timeout" $V.timeout -}}{{- end -}}
@@ -62,9 +74,31 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- with $V.pool.poolAction -}}{{- $_ := set $status "poolAction" . -}}{{- end -}}
 {{- if $status -}}{{- $_ := set $frag "status" $status -}}{{- end -}}
 {{- end -}}
+{{- if $xnKeys -}}{{- $_ := set $frag "crossNode" $xnKeys -}}{{- end -}}
 {{- $frag = (include "netready.mergeJSON" (dict "base" $frag "patch" ($V.entry | default dict)) | fromJson).v -}}
 {{- if $frag -}}{{- $_ := set $data "90-values.json" (printf "%s\n" (toJson $frag)) -}}{{- end -}}
 {{- toJson $data -}}
+{{- end -}}
+
+{{- /*
+netready.crossNodeDirs: the folders of OVN's NB and SB sockets, as
+{"v": [...]}, when the cross-node wait is on (crossNode.enabled, or a
+crossNode in entry), for the sidecar's re-checks; none otherwise. A
+folder the preset mounts already is left out.
+*/ -}}
+{{- define "netready.crossNodeDirs" -}}
+{{- $V := .Values -}}
+{{- $dirs := list -}}
+{{- $inEntry := ($V.entry | default dict).crossNode -}}
+{{- if not (kindIs "map" $inEntry) -}}{{- $inEntry = dict -}}{{- end -}}
+{{- if or $V.crossNode.enabled (kindIs "map" ($V.entry | default dict).crossNode) -}}
+{{- $xn := mergeOverwrite (dict "nbSocket" "/var/run/ovn/ovnnb_db.sock" "sbSocket" "/var/run/ovn/ovnsb_db.sock") (omit $V.crossNode "enabled") $inEntry -}}
+{{- $taken := ternary "/var/run/openvswitch" "" (eq $V.preset "ovn-kubernetes") -}}
+{{- range (list (dir $xn.nbSocket) (dir $xn.sbSocket) | uniq) -}}
+{{- if ne . $taken -}}{{- $dirs = append $dirs . -}}{{- end -}}
+{{- end -}}
+{{- end -}}
+{{- dict "v" $dirs | toJson -}}
 {{- end -}}
 
 {{- define "netready.entryName" -}}

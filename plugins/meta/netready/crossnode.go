@@ -19,11 +19,7 @@ import (
 func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.Logger) marker.CheckResult {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.CrossNode.Timeout)
 	defer cancel()
-	var ifaceID string // as ovn-kubernetes names the pod's logical port
-	if att.Pod.Namespace != "" && att.Pod.Name != "" {
-		ifaceID = att.Pod.Namespace + "_" + att.Pod.Name
-	}
-	cn := checks.WaitOVNCrossNode(ctx, conf.CrossNode, ifaceID, filepath.Join(conf.StateDir, att.Network))
+	cn := checks.WaitOVNCrossNode(ctx, conf.CrossNode, ovnIfaceID(att.Pod), filepath.Join(conf.StateDir, att.Network))
 	if len(cn.LeftOut) > 0 {
 		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
 	}
@@ -47,4 +43,23 @@ func waitLimit(conf *config.NetConf, rs []marker.CheckResult) time.Duration {
 		return conf.CrossNode.Timeout
 	}
 	return conf.Timeout
+}
+
+// ovnIfaceID is the pod's logical port as ovn-kubernetes names it, or ""
+// when CNI_ARGS do not name the pod.
+func ovnIfaceID(pod attachment.Pod) string {
+	if pod.Namespace == "" || pod.Name == "" {
+		return ""
+	}
+	return pod.Namespace + "_" + pod.Name
+}
+
+// pendingOf is what a pending marker carries for the sidecar's re-check:
+// the checks, and the cross-node wait to run once they hold.
+func pendingOf(conf *config.NetConf, att *attachment.Attachment) *marker.Pending {
+	p := &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
+	if conf.CrossNode != nil {
+		p.CrossNode, p.OVNIfaceID = conf.CrossNode, ovnIfaceID(att.Pod)
+	}
+	return p
 }

@@ -83,7 +83,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 		// never be met costs readiness, never the pod's start.
 		m.State = marker.StatePending
 		m.ReadyAt = nil
-		m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
+		m.Pending = pendingOf(conf, att)
 	}
 	if err := store.Write(m); err != nil {
 		return logged(log, types.NewError(types.ErrIOFailure, "netready: "+err.Error()+": check that stateDir is writable", ""))
@@ -122,7 +122,7 @@ func addWhileOff(conf *config.NetConf, att *attachment.Attachment, env *checks.E
 	}
 	m := marker.New(att, results, time.Since(start), start)
 	m.State, m.ReadyAt = marker.StatePending, nil
-	m.Pending = &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
+	m.Pending = pendingOf(conf, att)
 	if err := (marker.Store{Dir: conf.StateDir}).Write(m); err != nil {
 		// Off is for incidents: a stateDir that cannot be written must
 		// not stop the pod's start.

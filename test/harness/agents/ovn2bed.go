@@ -100,10 +100,20 @@ ovs-vsctl --db=unix:%[4]s --timeout=10 --no-wait add-port br-int "$HOST_VETH" --
 // nil.
 func (b *CrossNodeBed) Chain(crossNode map[string]any) *libcni.NetworkConfigList {
 	b.t.Helper()
+	if crossNode == nil {
+		return b.ChainWith(nil)
+	}
+	return b.ChainWith(map[string]any{"crossNode": crossNode})
+}
+
+// ChainWith is Chain with keys set on netready's entry (onTimeout fail
+// and timeout 10s unless keys say otherwise).
+func (b *CrossNodeBed) ChainWith(keys map[string]any) *libcni.NetworkConfigList {
+	b.t.Helper()
 	entry := map[string]any{"type": "netready", "stateDir": b.State, "timeout": "10s", "onTimeout": "fail", "logFile": b.Log,
 		"checks": []any{map[string]any{"kind": "address"}, map[string]any{"kind": "ovsdb", "preset": "ovn-kubernetes", "socket": b.OVN.A.Conf}}}
-	if crossNode != nil {
-		entry["crossNode"] = crossNode
+	for k, v := range keys {
+		entry[k] = v
 	}
 	data, _ := json.Marshal(map[string]any{"cniVersion": "1.1.0", "name": b.Network, "plugins": []any{map[string]any{"type": "ovn-k8s-cni-overlay"}, entry}})
 	list, err := libcni.ConfListFromBytes(data)

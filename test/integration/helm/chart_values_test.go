@@ -84,6 +84,8 @@ func TestHelmChartRendersEachOperatorValueWhereItBelongs(t *testing.T) {
 		{"extraVolumes", []string{"--set-json", `extraVolumes=[{"name":"checks","hostPath":{"path":"/run/my-agent"}}]`}, ds, at(pod, "volumes", "name=checks"), "path: /run/my-agent"},
 		{"the sidecar's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.sidecar=[{"name":"checks","mountPath":"/run/my-agent","readOnly":true}]`}, ds, at(sidecar, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
 		{"the installer's extraVolumeMounts", []string{"--set-json", `extraVolumeMounts.install=[{"name":"checks","mountPath":"/run/my-agent"}]`}, ds, at(install, "volumeMounts", "name=checks"), "mountPath: /run/my-agent"},
+		{"crossNode's OVN sockets in the sidecar", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true"}, ds, at(sidecar, "volumeMounts", "name=ovn-db"), "mountPath: /var/run/ovn"},
+		{"crossNode's sockets' folder as a volume", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.sbSocket=/run/ovn-sb/ovnsb_db.sock"}, ds, at(pod, "volumes", "name=ovn-db-2"), "path: /run/ovn-sb"},
 		{"the ServiceMonitor's labels", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"}, "ServiceMonitor/default/netready", []string{"metadata", "labels"}, "release: kps"},
 		{"the PrometheusRule's labels", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.labels.release=kps"}, "PrometheusRule/default/netready", []string{"metadata", "labels"}, "release: kps"},
 		{"the ServiceMonitor's interval", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.interval=15s"}, "ServiceMonitor/default/netready", []string{"spec", "endpoints"}, "interval: 15s"},
@@ -175,6 +177,10 @@ func TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse(t *testing.T) {
 		{"a check with another kind's key", []string{"--set-json", `entry={"checks":[{"kind":"route","path":"/run/x"}]}`}, "path"},
 		{"a check of an unknown kind", []string{"--set-json", `entry={"checks":[{"kind":"addr"}]}`}, "/entry/checks/0/kind"},
 		{"an agent with a misspelt key", []string{"--set-json", `entry={"status":{"agents":[{"kind":"file","path":"/x","maxage":"30s"}]}}`}, "maxage"},
+		{"crossNode with calico", []string{"--set", "preset=calico", "--set", "crossNode.enabled=true"}, "/crossNode/enabled"},
+		{"crossNode with cilium", []string{"--set", "preset=cilium", "--set", "crossNode.enabled=true"}, "/crossNode/enabled"},
+		{"a relative crossNode socket", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.nbSocket=ovnnb_db.sock"}, "/crossNode/nbSocket"},
+		{"a crossNode timeout that is no duration", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.timeout=5"}, "/crossNode/timeout"},
 	} {
 		out, err := kube.HelmCmd(t, "", append([]string{"template", "netready", chartDir}, tc.args...)...)
 		if err == nil || !strings.Contains(out, tc.want) || !strings.Contains(out, "schema") {

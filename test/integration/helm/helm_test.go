@@ -84,6 +84,8 @@ func valuesOf(components []string) []string {
 			sets = append(sets, "--set", "preset="+c)
 		case "pool":
 			sets = append(sets, "--set", "pool.enabled=true")
+		case "cross-node":
+			sets = append(sets, "--set", "crossNode.enabled=true")
 		case "k3s", "gke":
 			sets = append(sets, "--set", "platform="+c)
 		case "monitoring":
@@ -238,6 +240,7 @@ func TestHelmChartPassesLintStrict(t *testing.T) {
 		valuesOf([]string{"calico", "pool", "k3s", "monitoring", "no-mutating-policy"}),
 		valuesOf([]string{"cilium", "gke"}),
 		valuesOf([]string{"ovn-kubernetes", "uninstall"}),
+		valuesOf([]string{"ovn-kubernetes", "cross-node"}),
 	} {
 		out := kube.MustHelm(t, "", append([]string{"lint", "--strict", chartDir}, sets...)...)
 		if !strings.Contains(out, "0 chart(s) failed") {
@@ -259,7 +262,8 @@ func TestHelmChartRendersEachQuickStartRowAsItsKustomization(t *testing.T) {
 		quickStartRow{plugin: "every component", components: []string{"calico", "pool", "k3s", "monitoring", "no-mutating-policy"}},
 		quickStartRow{plugin: "gke", components: []string{"cilium", "gke"}},
 		quickStartRow{plugin: "uninstall", components: []string{"calico", "pool", "uninstall"}},
-		quickStartRow{plugin: "uninstall without the mutating policy", components: []string{"ovn-kubernetes", "no-mutating-policy", "uninstall"}})
+		quickStartRow{plugin: "uninstall without the mutating policy", components: []string{"ovn-kubernetes", "no-mutating-policy", "uninstall"}},
+		quickStartRow{plugin: "ovn-kubernetes across nodes", components: []string{"ovn-kubernetes", "cross-node"}})
 	for _, row := range rows {
 		t.Run(row.plugin, func(t *testing.T) {
 			sets := row.helm
@@ -385,6 +389,8 @@ func TestHelmChartValuesReachTheObjectsTheyName(t *testing.T) {
 			[]string{`90-values.json: |` + "\n" + `    {"onTimeout":"fail","timeout":"30s"}`}},
 		{"the pool's source and minFree", []string{"--set", "pool.enabled=true", "--set", "pool.minFree=3", "--set-json", `pool.ipam={"type":"calico-ipam"}`}, "ConfigMap/kube-system/netready-entry-",
 			[]string{`60-pool.json`, `{"status":{"ipam":{"type":"calico-ipam"},"minFree":3}}`}},
+		{"crossNode's bounds", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.timeout=1s", "--set", "crossNode.stallAfter=4s"}, "ConfigMap/kube-system/netready-entry-",
+			[]string{`55-cross-node.json`, `{"crossNode":{"stallAfter":"4s","timeout":"1s"}}`}},
 		{"extra entry keys", []string{"--set-json", `entry={"logFile":"/var/log/n.log","status":{"failAfter":"1m"}}`}, "ConfigMap/kube-system/netready-entry-",
 			[]string{`{"logFile":"/var/log/n.log","status":{"failAfter":"1m"}}`}},
 		{"monitoring without the dashboard", []string{"--set", "monitoring.enabled=true", "--set", "monitoring.dashboard=false"}, "ServiceMonitor/kube-system/netready",
