@@ -53,7 +53,7 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- end -}}
 {{- $xnKeys := omit $V.crossNode "enabled" -}}
 {{- if and (not $V.crossNode.enabled) $xnKeys -}}
-{{- fail "netready chart: crossNode.timeout, crossNode.stallAfter, crossNode.nbSocket and crossNode.sbSocket take effect only with crossNode.enabled=true; set it, or leave them out" -}}
+{{- fail "netready chart: crossNode.timeout, crossNode.stallAfter, crossNode.raiseInterval, crossNode.nbSocket and crossNode.sbSocket take effect only with crossNode.enabled=true; set it, or leave them out" -}}
 {{- end -}}
 {{- if $V.crossNode.enabled -}}{{- $_ := set $data "55-cross-node.json" "{\"crossNode\": {}}\n" -}}{{- end -}}
 {{- if or $V.crossNode.enabled (kindIs "map" ($V.entry | default dict).crossNode) -}}

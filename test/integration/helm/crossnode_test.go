@@ -56,6 +56,8 @@ func TestHelmChartTurnsCrossNodeOnWithOneKey(t *testing.T) {
 			"--set", "crossNode.timeout=500ms", "--set", "crossNode.stallAfter=4s"}, true, ""},
 		{"fail, stallAfter beyond the timeout", []string{"--set", "preset=ovn-kubernetes", "--set", "onTimeout=fail", "--set", "crossNode.enabled=true",
 			"--set", "crossNode.timeout=500ms", "--set", "crossNode.stallAfter=4s"}, false, "stallAfter"},
+		{"raiseInterval at once", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.raiseInterval=0s"}, true, ""},
+		{"raiseInterval over its bound", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.raiseInterval=2s"}, false, "raiseInterval"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir, data := entryDir(t, tc.sets...)
