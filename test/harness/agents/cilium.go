@@ -4,11 +4,9 @@ package agents
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"io"
 	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -23,46 +21,109 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netready/netready/test/harness"
-	"github.com/netready/netready/test/harness/cnitest"
 	"github.com/netready/netready/test/harness/kube"
 )
 
 // RealCilium is a real cilium-agent (built from the module proxy by
 // scripts/build-cilium.sh) in a netns of its own, against the test's
 // kube-apiserver with Cilium's CRDs: kubernetes IPAM from the Node's
-// podCIDR, VXLAN tunnel mode, CRD identities, no kube-proxy replacement,
-// no L7 proxy, Hubble or health checks. Its state, socket, bpffs and
-// cgroup2 are under the test's folder; nothing of the host's is used.
+// podCIDR, CRD identities, no kube-proxy replacement, no L7 proxy, Hubble
+// or health checks. Its state, socket, bpffs and cgroup2 are under the
+// test's folder, and its fixed paths (/var/run/cilium: the pid file, the
+// monitor socket) in a mount namespace of its own, so that two agents run
+// side by side and nothing of the host's is used.
 type RealCilium struct {
 	t      testing.TB
 	dir    string
 	Netns  string
 	Sock   string
 	Bins   string
-	node   string
+	node   ciliumNode
 	cmd    *exec.Cmd
 	logs   *os.File
 	apiURL string
+	api    *kube.APIServer
 	once   sync.Once
 }
 
+// ciliumRunDir is where the agent keeps what no flag moves.
+const ciliumRunDir = "/var/run/cilium"
+
+// CiliumNode is the Node of StartRealCilium's agent.
 const CiliumNode = "nr-cil"
 
+// ciliumNode is what one agent's node is: its Node's name, podCIDR and
+// InternalIP, its NIC in netns, and how pods' traffic leaves it.
+type ciliumNode struct {
+	name, podCIDR, ip, device, netns string
+	// native: native routing with direct routes to the other nodes'
+	// podCIDRs (auto-direct-node-routes) within nativeCIDR; else VXLAN.
+	native     bool
+	nativeCIDR string
+}
+
 // StartRealCilium runs a real cilium-agent against a, with a Node of
-// podCIDR, and stops it at cleanup.
+// podCIDR, in tunnel mode on a veth to the host, and stops it at cleanup.
 func StartRealCilium(t testing.TB, a *kube.APIServer, podCIDR string) *RealCilium {
 	t.Helper()
+	netns := "nrcil-" + harness.RandomHex(3)
+	harness.MustRun(t, "ip", "netns", "add", netns)
+	t.Cleanup(func() {
+		exec.Command("ip", "netns", "del", netns).Run()
+		exec.Command("ip", "link", "del", "nrcilh").Run()
+	})
+	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "link", "set", "lo", "up")
+	// The node's NIC: a veth whose other end stays on the host.
+	harness.MustRun(t, "ip", "link", "add", "nrcilh", "type", "veth", "peer", "name", "nrcil0", "netns", netns)
+	harness.MustRun(t, "ip", "addr", "add", "10.200.97.1/30", "dev", "nrcilh")
+	harness.MustRun(t, "ip", "link", "set", "nrcilh", "up")
+	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "addr", "add", "10.200.97.2/30", "dev", "nrcil0")
+	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "link", "set", "nrcil0", "up")
+	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "route", "add", "default", "via", "10.200.97.1")
+	applyCiliumCRDs(t, a)
+	return launchCilium(t, a, ciliumNode{name: CiliumNode, podCIDR: podCIDR, ip: "10.200.97.2", device: "nrcil0", netns: netns})
+}
+
+// applyCiliumCRDs gives a the CRDs of the Cilium build.
+func applyCiliumCRDs(t testing.TB, a *kube.APIServer) {
+	t.Helper()
+	crds, _ := filepath.Glob(filepath.Join(ciliumBins(t), "crds", "*.yaml"))
+	for _, f := range crds {
+		if out, err := a.KubectlRun("apply", "--server-side", "-f", f); err != nil {
+			t.Fatalf("apply %s: %v\n%s", f, err, out)
+		}
+	}
+}
+
+func ciliumBins(t testing.TB) string {
 	bins := os.Getenv("NETREADY_CILIUM_BIN")
 	if bins == "" {
 		t.Fatal("NETREADY_CILIUM_BIN must name the cilium-agent build (scripts/build-cilium.sh); run `make test`")
 	}
+	return bins
+}
+
+// launchCilium creates n's Node on a and runs its agent in n.netns, whose
+// NIC is set up; it returns once the agent says it is healthy, and stops
+// it at cleanup.
+func launchCilium(t testing.TB, a *kube.APIServer, n ciliumNode) *RealCilium {
+	t.Helper()
+	bins := ciliumBins(t)
 	dir, err := os.MkdirTemp("", "nr-cil-")
 	if err != nil {
 		t.Fatal(err)
 	}
-	c := &RealCilium{t: t, dir: dir, Netns: "nrcil-" + harness.RandomHex(3), Sock: filepath.Join(dir, "run", "cilium.sock"), Bins: bins, node: CiliumNode}
+	c := &RealCilium{t: t, dir: dir, Netns: n.netns, Sock: filepath.Join(dir, "run", "cilium.sock"), Bins: bins, node: n, api: a}
+	// The mount point of the agent's /var/run/cilium; removed after the
+	// last agent that needed it stopped (cleanups run last first).
+	if _, err := os.Stat(ciliumRunDir); os.IsNotExist(err) {
+		if err := os.MkdirAll(ciliumRunDir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { os.Remove(ciliumRunDir) })
+	}
 	t.Cleanup(c.Stop)
-	for _, d := range []string{"run", "bpf", "cgroup", "lib"} {
+	for _, d := range []string{"run", "bpf", "cgroup", "lib", "varrun"} {
 		os.MkdirAll(filepath.Join(dir, d), 0o755)
 	}
 	harness.MustRun(t, "mount", "-t", "bpf", "bpf", filepath.Join(dir, "bpf"))
@@ -74,16 +135,6 @@ func StartRealCilium(t testing.TB, a *kube.APIServer, podCIDR string) *RealCiliu
 	os.MkdirAll(tools, 0o755)
 	os.Symlink("/usr/bin/clang-19", filepath.Join(tools, "clang"))
 	os.Symlink("/usr/bin/llc-19", filepath.Join(tools, "llc"))
-
-	harness.MustRun(t, "ip", "netns", "add", c.Netns)
-	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "lo", "up")
-	// The node's NIC: a veth whose other end stays on the host.
-	harness.MustRun(t, "ip", "link", "add", "nrcilh", "type", "veth", "peer", "name", "nrcil0", "netns", c.Netns)
-	harness.MustRun(t, "ip", "addr", "add", "10.200.97.1/30", "dev", "nrcilh")
-	harness.MustRun(t, "ip", "link", "set", "nrcilh", "up")
-	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "addr", "add", "10.200.97.2/30", "dev", "nrcil0")
-	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "link", "set", "nrcil0", "up")
-	harness.MustRun(t, "ip", "netns", "exec", c.Netns, "ip", "route", "add", "default", "via", "10.200.97.1")
 
 	// The API server listens on the host's loopback: forward a loopback
 	// port in the agent's netns to it.
@@ -97,18 +148,12 @@ contexts: [{name: test, context: {cluster: test, user: u}}]
 current-context: test
 `, c.apiURL, kube.AdminToken)), 0o600)
 
-	crds, _ := filepath.Glob(filepath.Join(bins, "crds", "*.yaml"))
-	for _, f := range crds {
-		if out, err := a.KubectlRun("apply", "--server-side", "-f", f); err != nil {
-			t.Fatalf("apply %s: %v\n%s", f, err, out)
-		}
-	}
 	ctx := context.Background()
-	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: CiliumNode}, Spec: corev1.NodeSpec{PodCIDR: podCIDR, PodCIDRs: []string{podCIDR}}}
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: n.name}, Spec: corev1.NodeSpec{PodCIDR: n.podCIDR, PodCIDRs: []string{n.podCIDR}}}
 	if _, err := a.Admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.200.97.2"}}
+	node.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip}}
 	if _, err := a.Admin.CoreV1().Nodes().UpdateStatus(ctx, node, metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -150,19 +195,28 @@ func (c *RealCilium) forward(port int) string {
 }
 
 func (c *RealCilium) start(kubeconfig string) {
-	args := []string{"netns", "exec", c.Netns, filepath.Join(c.Bins, "cilium-agent"),
+	routing := []string{"--routing-mode=tunnel", "--tunnel-protocol=vxlan"}
+	if c.node.native {
+		routing = []string{"--routing-mode=native", "--ipv4-native-routing-cidr=" + c.node.nativeCIDR, "--auto-direct-node-routes=true",
+			"--direct-routing-device=" + c.node.device}
+	}
+	agent := append([]string{filepath.Join(c.Bins, "cilium-agent"),
 		"--k8s-kubeconfig-path=" + kubeconfig,
-		"--ipam=kubernetes", "--routing-mode=tunnel", "--tunnel-protocol=vxlan",
-		"--devices=nrcil0", "--kube-proxy-replacement=false", "--enable-ipv6=false", "--enable-ipv4=true",
+		"--ipam=kubernetes", "--devices=" + c.node.device,
+		"--kube-proxy-replacement=false", "--bpf-lb-sock=false", "--enable-ipv6=false", "--enable-ipv4=true",
 		"--enable-l7-proxy=false", "--enable-hubble=false", "--enable-health-checking=false", "--enable-endpoint-health-checking=false",
 		"--identity-allocation-mode=crd", "--cluster-name=default",
 		"--bpf-root=" + filepath.Join(c.dir, "bpf"), "--cgroup-root=" + filepath.Join(c.dir, "cgroup"),
 		"--state-dir=" + filepath.Join(c.dir, "run"), "--socket-path=" + c.Sock, "--lib-dir=" + filepath.Join(c.dir, "lib"),
 		"--enable-ipv4-masquerade=false", "--enable-bpf-masquerade=false", "--install-no-conntrack-iptables-rules=false",
-	}
+	}, routing...)
+	// ip netns exec gives the agent a mount namespace of its own: bind a
+	// folder of the test's over /var/run/cilium there, for the paths the
+	// agent does not take from flags (launchCilium made the mount point).
+	wrap := fmt.Sprintf("mount --make-rprivate / && mount --bind %s "+ciliumRunDir+" && exec \"$0\" \"$@\"", filepath.Join(c.dir, "varrun"))
 	c.logs, _ = os.Create(filepath.Join(c.dir, "agent.log"))
-	c.cmd = exec.Command("ip", args...)
-	c.cmd.Env = append(os.Environ(), "K8S_NODE_NAME="+c.node, "PATH="+filepath.Join(c.dir, "tools")+":"+os.Getenv("PATH"))
+	c.cmd = exec.Command("ip", append([]string{"netns", "exec", c.Netns, "sh", "-c", wrap}, agent...)...)
+	c.cmd.Env = append(os.Environ(), "K8S_NODE_NAME="+c.node.name, "PATH="+filepath.Join(c.dir, "tools")+":"+os.Getenv("PATH"))
 	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
 	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
 	if err := c.cmd.Start(); err != nil {
@@ -171,11 +225,11 @@ func (c *RealCilium) start(kubeconfig string) {
 	start := time.Now()
 	for !c.healthy() {
 		if c.cmd.ProcessState != nil || time.Since(start) > 3*time.Minute {
-			c.t.Fatalf("cilium-agent not healthy after %s:\n%s", time.Since(start).Round(time.Second), c.Log(80))
+			c.t.Fatalf("cilium-agent of %s not healthy after %s:\n%s", c.node.name, time.Since(start).Round(time.Second), c.Log(80))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	c.t.Logf("cilium-agent healthy %s after start", time.Since(start).Round(100*time.Millisecond))
+	c.t.Logf("cilium-agent of %s healthy %s after start", c.node.name, time.Since(start).Round(100*time.Millisecond))
 }
 
 // healthy asks the agent itself, through cilium-dbg.
@@ -209,103 +263,20 @@ func (c *RealCilium) teardown() {
 	if c.t.Failed() {
 		c.t.Logf("cilium-agent log:\n%s", c.Log(60))
 	}
-	exec.Command("ip", "netns", "del", c.Netns).Run()
-	exec.Command("ip", "link", "del", "nrcilh").Run()
 	for _, m := range []string{"bpf", "cgroup"} {
 		exec.Command("umount", "-l", filepath.Join(c.dir, m)).Run()
 	}
 	os.RemoveAll(c.dir)
 }
 
-// ciliumStages are the answers a Cilium agent gives for a fresh endpoint,
-// in order, shaped as api/v1/openapi.yaml's Endpoint; nil is a 404.
-var ciliumStages = []map[string]any{
-	nil,
-	{"id": 1742, "status": map[string]any{"state": "waiting-for-identity"}},
-	{"id": 1742, "status": map[string]any{"state": "regenerating", "identity": map[string]any{"id": 5, "labels": []string{"reserved:init"}}}},
-	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": 5, "labels": []string{"reserved:init"}},
-		"policy": map[string]any{"realized": map[string]any{"policy-revision": 7}, "spec": map[string]any{"policy-revision": 7}}}},
-	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": 48861, "labels": []string{"k8s:app=web"}},
-		"policy": map[string]any{"realized": map[string]any{"policy-revision": 7}, "spec": map[string]any{"policy-revision": 8}}}},
-	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": 48861, "labels": []string{"k8s:app=web"}},
-		"policy": map[string]any{"realized": map[string]any{"policy-revision": 8}, "spec": map[string]any{"policy-revision": 8}}}},
-}
-
-// CiliumAgent stands in for cilium-agent's REST API on a unix socket: each
-// endpoint walks through ciliumStages, one stage per step after it is
-// first asked for, or stays at stuck when that is >= 0.
-type CiliumAgent struct {
-	step  time.Duration
-	stuck int
-
-	mu        sync.Mutex
-	firstSeen map[string]time.Time
-}
-
-// StartCiliumAgent serves the stand-in agent on sock: each endpoint moves
-// one stage every step, and stays at stage stuck when that is >= 0.
-func StartCiliumAgent(t testing.TB, sock string, step time.Duration, stuck int) *CiliumAgent {
-	t.Helper()
-	a := &CiliumAgent{step: step, stuck: stuck, firstSeen: map[string]time.Time{}}
-	l, err := net.Listen("unix", sock)
-	if err != nil {
-		t.Fatal(err)
+// Freeze stops (SIGSTOP) or continues the agent: its datapath goes on
+// as it was, but it learns nothing from the API server meanwhile.
+func (c *RealCilium) Freeze(stop bool) {
+	sig := syscall.SIGCONT
+	if stop {
+		sig = syscall.SIGSTOP
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(a.serve)}
-	go srv.Serve(l)
-	t.Cleanup(func() { srv.Close() })
-	return a
-}
-
-func (a *CiliumAgent) serve(w http.ResponseWriter, r *http.Request) {
-	id, ok := strings.CutPrefix(r.URL.Path, "/v1/endpoint/")
-	if !ok || !strings.HasPrefix(id, "cni-attachment-id:") {
-		http.Error(w, "invalid endpoint ID", http.StatusBadRequest)
-		return
+	if err := syscall.Kill(-c.cmd.Process.Pid, sig); err != nil {
+		c.t.Fatalf("signal cilium-agent of %s: %v", c.node.name, err)
 	}
-	stage := a.stage(id)
-	if ciliumStages[stage] == nil {
-		w.WriteHeader(http.StatusNotFound)
-		return
-	}
-	w.Header().Set("Content-Type", "application/json")
-	json.NewEncoder(w).Encode(ciliumStages[stage])
-}
-
-func (a *CiliumAgent) stage(id string) int {
-	if a.stuck >= 0 {
-		return a.stuck
-	}
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	first, ok := a.firstSeen[id]
-	if !ok {
-		first = time.Now()
-		a.firstSeen[id] = first
-	}
-	return min(int(time.Since(first)/a.step), len(ciliumStages)-1)
-}
-
-// LastStageAt is when the endpoint reached the programmed state.
-func (a *CiliumAgent) LastStageAt(id string) time.Time {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.firstSeen[id].Add(time.Duration(len(ciliumStages)-1) * a.step)
-}
-
-// CiliumNet is conflists/cilium-chained.conflist with its cilium-cni entry
-// taken out (the stand-in agent plays Cilium here) and the preset pointed
-// at the test's socket.
-func CiliumNet(t testing.TB, sock, timeout string) *cnitest.TestNet {
-	return cnitest.NewNet(t, "cilium-chained.conflist", func(n *cnitest.TestNet, list map[string]any) {
-		var chain []any
-		for _, p := range cnitest.Plugins(list) {
-			if p["type"] != "cilium-cni" {
-				chain = append(chain, p)
-			}
-		}
-		list["plugins"] = chain
-		n.Netready()["timeout"] = timeout
-		n.Netready()["checks"].([]any)[2].(map[string]any)["url"] = "unix://" + sock
-	})
 }
