@@ -96,6 +96,22 @@ func StartCiliumCrossNodeBed(t testing.TB) *CiliumCrossNodeBed {
 		}
 	}
 
+	AllowOnlyWeb(t, a)
+	cniB := b.B.CNI(t, filepath.Join(dir, "b"))
+	srv, ip, err := b.B.AddPod(t, cniB, b.Chain(nil), "server", "server")
+	if err != nil {
+		t.Fatalf("ADD server on %s: %v\n%s", CiliumNodeB, err, b.B.Log(40))
+	}
+	b.ServerIP = ip
+	cnitest.ServeTCP(t, srv.NetNS, 8080)
+	return b
+}
+
+// AllowOnlyWeb creates the NetworkPolicy default/server: pods labelled
+// app=server admit TCP port 8080 from pods labelled app=web, and nothing
+// else.
+func AllowOnlyWeb(t testing.TB, a *kube.APIServer) {
+	t.Helper()
 	port := intstr.FromInt32(8080)
 	tcp := corev1.ProtocolTCP
 	policy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "server"},
@@ -106,14 +122,6 @@ func StartCiliumCrossNodeBed(t testing.TB) *CiliumCrossNodeBed {
 	if _, err := a.Admin.NetworkingV1().NetworkPolicies("default").Create(context.Background(), policy, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	cniB := b.B.CNI(t, filepath.Join(dir, "b"))
-	srv, ip, err := b.B.AddPod(t, cniB, b.Chain(nil), "server", "server")
-	if err != nil {
-		t.Fatalf("ADD server on %s: %v\n%s", CiliumNodeB, err, b.B.Log(40))
-	}
-	b.ServerIP = ip
-	cnitest.ServeTCP(t, srv.NetNS, 8080)
-	return b
 }
 
 // Chain is the conflist on node A: cilium-cni, then netready's entry when

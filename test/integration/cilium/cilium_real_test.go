@@ -6,8 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -15,10 +13,6 @@ import (
 
 	"github.com/containernetworking/cni/libcni"
 	"github.com/containernetworking/cni/pkg/types"
-	corev1 "k8s.io/api/core/v1"
-	networkingv1 "k8s.io/api/networking/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
@@ -41,13 +35,9 @@ func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
 	cil := agents.StartRealCilium(t, a, "10.200.96.0/24")
 	ctx := context.Background()
 	dir := t.TempDir()
-	bin := filepath.Join(dir, "bin")
-	os.MkdirAll(bin, 0o755)
 	// cilium-cni runs where the agent's datapath is: its host-side veth
 	// goes into the agent's netns.
-	os.WriteFile(filepath.Join(bin, "cilium-cni"), []byte(fmt.Sprintf("#!/bin/sh\nexec ip netns exec %s env CILIUM_SOCK=%s %s \"$@\"\n",
-		cil.Netns, cil.Sock, filepath.Join(cil.Bins, "cilium-cni"))), 0o755)
-	harness.CopyFile(t, filepath.Join(harness.BinDir, "netready"), filepath.Join(bin, "netready"), 0o755)
+	cni := cil.CNI(t, dir)
 	state := filepath.Join(dir, "state")
 	chain := func(withNetready bool) *libcni.NetworkConfigList {
 		var entry map[string]any
@@ -58,40 +48,10 @@ func TestFirstConnectionSucceedsThroughCilium(t *testing.T) {
 		}
 		return cnitest.AgentChain(t, "cilium", map[string]any{"type": "cilium-cni"}, entry)
 	}
-	cni := libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 	add := func(list *libcni.NetworkConfigList, name, app string) (*libcni.RuntimeConf, string, error) {
-		pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"app": app}},
-			Spec: corev1.PodSpec{NodeName: agents.CiliumNode, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
-		pod = a.Create(t, pod)
-		rt := &libcni.RuntimeConf{ContainerID: "cil-" + name + "-" + harness.RandomHex(3), NetNS: cnitest.NewNS(t).Path(), IfName: "eth0",
-			Args: [][2]string{{"IgnoreUnknown", "1"}, {"K8S_POD_NAMESPACE", "default"}, {"K8S_POD_NAME", name}, {"K8S_POD_UID", string(pod.UID)}}}
-		t.Cleanup(func() { cni.DelNetworkList(ctx, list, rt) })
-		res, err := cni.AddNetworkList(ctx, list, rt)
-		ip := ""
-		if err == nil {
-			data, _ := json.Marshal(res)
-			var r struct {
-				IPs []struct{ Address string } `json:"ips"`
-			}
-			json.Unmarshal(data, &r)
-			if len(r.IPs) > 0 {
-				addr, _, _ := net.ParseCIDR(r.IPs[0].Address)
-				ip = addr.String()
-			}
-		}
-		return rt, ip, err
+		return cil.AddPod(t, cni, list, name, app)
 	}
-
-	port := intstr.FromInt32(8080)
-	tcp := corev1.ProtocolTCP
-	policy := &networkingv1.NetworkPolicy{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "server"},
-		Spec: networkingv1.NetworkPolicySpec{PodSelector: metav1.LabelSelector{MatchLabels: map[string]string{"app": "server"}},
-			PolicyTypes: []networkingv1.PolicyType{networkingv1.PolicyTypeIngress},
-			Ingress: []networkingv1.NetworkPolicyIngressRule{{From: []networkingv1.NetworkPolicyPeer{{PodSelector: &metav1.LabelSelector{MatchLabels: map[string]string{"app": "web"}}}},
-				Ports: []networkingv1.NetworkPolicyPort{{Protocol: &tcp, Port: &port}}}}}}
-	if _, err := a.Admin.NetworkingV1().NetworkPolicies("default").Create(ctx, policy, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	agents.AllowOnlyWeb(t, a)
 	srv, serverIP, err := add(chain(true), "server", "server")
 	if err != nil {
 		t.Fatalf("ADD server: %v\n%s", err, cil.Log(40))
