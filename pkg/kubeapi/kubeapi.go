@@ -1,7 +1,7 @@
 // Package kubeapi owns netready-sidecar's calls to the Kubernetes API: this
-// node's pods and their status, its own Node, Events, and who it is, over
-// REST clients that know only core/v1, events/v1 and authentication/v1,
-// and the recorder that sends Events in the background.
+// node's pods and their status, its own Node, Events, who it is, and what
+// decides its scope (scope.go), over REST clients that know only the API
+// groups it calls, and the recorder that sends Events in the background.
 package kubeapi
 
 import (
@@ -11,9 +11,11 @@ import (
 	"strings"
 	"time"
 
+	admissionv1 "k8s.io/api/admissionregistration/v1"
 	authnv1 "k8s.io/api/authentication/v1"
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -50,9 +52,9 @@ type Client interface {
 // events/v1 only. client-go's typed clients pull in a scheme of every API
 // group, which doubled the binary and its resident memory.
 type REST struct {
-	core, events, authn rest.Interface
-	params              runtime.ParameterCodec
-	dryRun              bool
+	core, events, authn, admission, rbac rest.Interface
+	params                               runtime.ParameterCodec
+	dryRun                               bool
 }
 
 // DryRun returns a Client whose writes the API server admits, through
@@ -83,6 +85,12 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err := authnv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	if err := admissionv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
+	if err := rbacv1.AddToScheme(scheme); err != nil {
+		return nil, err
+	}
 	codecs := serializer.NewCodecFactory(scheme)
 	client := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
@@ -105,7 +113,15 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("authentication/v1 client: %w", err)
 	}
-	return &REST{core: core, events: events, authn: authn, params: runtime.NewParameterCodec(scheme)}, nil
+	admission, err := client(admissionv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("admissionregistration/v1 client: %w", err)
+	}
+	rbac, err := client(rbacv1.SchemeGroupVersion, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("rbac/v1 client: %w", err)
+	}
+	return &REST{core: core, events: events, authn: authn, admission: admission, rbac: rbac, params: runtime.NewParameterCodec(scheme)}, nil
 }
 
 func (k *REST) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {

@@ -62,6 +62,8 @@ type Prover struct {
 	// warned.
 	unknownSince, warned time.Time
 	acting               bool
+	// lastCheck is when the last check began.
+	lastCheck time.Time
 }
 
 func (p *Prover) now() time.Time {
@@ -119,6 +121,7 @@ func (p *Prover) Wait(ctx context.Context, self func(context.Context) (Self, err
 				}
 				me = &s
 			}
+			p.lastCheck = p.now()
 			return Check(ctx, p.Writer, *me, p.Timeout)
 		}()
 		v, until := p.judge(err)

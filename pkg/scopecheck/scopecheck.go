@@ -21,9 +21,12 @@ import (
 )
 
 // Self names the sidecar's own pod and node, the objects it probes with,
-// and the user the API server knows it as, which RBAC's refusals name.
+// and the user the API server knows it as, which RBAC's refusals name,
+// with its groups, through which a ClusterRoleBinding can grant it the
+// identity the policies know it by (decides.go).
 type Self struct {
 	Node, PodNamespace, PodName, User string
+	Groups                            []string
 }
 
 // ErrUnscoped is wrapped by Check's error when a probe was let through.

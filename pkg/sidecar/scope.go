@@ -59,7 +59,7 @@ func selfFunc(o Options, client *kubeapi.REST) func(context.Context) (scopecheck
 		if err != nil {
 			return s, err
 		}
-		s.User = u.Username
+		s.User, s.Groups = u.Username, u.Groups
 		if s.PodNamespace == "" || s.PodName == "" {
 			s.PodNamespace, s.PodName, err = client.SelfPod(ctx)
 		}

@@ -46,11 +46,14 @@ type Options struct {
 	// its token is bound to.
 	RequireScope          bool
 	PodNamespace, PodName string
-	// ScopeRecheck is how often, with RequireScope, the probes are sent
-	// again while the sidecar runs (DefaultScopeRecheck when not positive).
-	// Until they are all refused again, every write is held and /readyz
-	// says why.
-	ScopeRecheck time.Duration
+	// ScopeRecheck is how often at least, with RequireScope, the probes
+	// are sent again while the sidecar runs, besides soon after each
+	// change to what decides the scope, which it watches
+	// (scopecheck.Watch); ScopeRecheckUnwatched applies instead while
+	// that watch is not open (each its default when not positive).
+	// Until the probes are all refused again, every write is held and
+	// /readyz says why.
+	ScopeRecheck, ScopeRecheckUnwatched time.Duration
 	// ScopeUnknownHold is how long, with RequireScope, every write is
 	// held while another admission check refuses every probe of a policy
 	// first, so that its scope cannot be told; then the sidecar writes
@@ -62,8 +65,17 @@ type Options struct {
 }
 
 // DefaultScopeRecheck bounds how long a running sidecar goes on writing
-// after its scope was lifted (a binding or policy deleted).
-const DefaultScopeRecheck = 2 * time.Minute
+// after its scope was lifted in a way no watch sees (a webhook, another
+// authorizer), and DefaultScopeRecheckUnwatched after any lifting while
+// the watch is not open (an install without its RBAC).
+var (
+	DefaultScopeRecheck          = scopecheck.DefaultTiming().Period
+	DefaultScopeRecheckUnwatched = scopecheck.DefaultTiming().Unwatched
+)
+
+// scopeWatchWait bounds how long the first scope check waits for the
+// watch's first list, so that no change falls between the two.
+const scopeWatchWait = 5 * time.Second
 
 // Validate returns every problem at once.
 func (o *Options) Validate() error {
@@ -140,11 +152,27 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 	defer srv.Close()
 	if o.RequireScope {
 		prover := newProver(o, client, gate, h, recorder, log)
-		me, err := prover.Wait(ctx, selfFunc(o, client))
+		var w *scopecheck.Watch
+		self := func(sctx context.Context) (scopecheck.Self, error) {
+			me, err := selfFunc(o, client)(sctx)
+			if err == nil && w == nil {
+				w = scopecheck.NewWatch(client, me, o.timing().Period, log)
+				go w.Run(ctx)
+				wctx, cancel := context.WithTimeout(sctx, scopeWatchWait)
+				w.WaitFirst(wctx)
+				cancel()
+			}
+			return me, err
+		}
+		me, err := prover.Wait(ctx, self)
 		if err != nil {
 			return nil // ctx ended before the sidecar could write: shut down
 		}
-		keepScope(ctx, o, prover, me)
+		var trig scopecheck.Trigger
+		if w != nil {
+			trig = w
+		}
+		go prover.Keep(ctx, me, o.timing(), trig)
 	}
 	if o.Uninstall || o.CNIConfDir != "" {
 		// Its own client and rate budget: the Node's writes never queue
@@ -187,15 +215,16 @@ func (o *Options) offNamespace() string {
 	return "kube-system"
 }
 
-// keepScope re-runs the scope check in the background, every
-// o.ScopeRecheck. Nothing else signals a change: the policies read no
-// params the sidecar could watch (deploy/admission.yaml).
-func keepScope(ctx context.Context, o Options, prover *scopecheck.Prover, me scopecheck.Self) {
-	period := o.ScopeRecheck
-	if period <= 0 {
-		period = DefaultScopeRecheck
+// timing is when the scope is checked again while the sidecar runs.
+func (o *Options) timing() scopecheck.Timing {
+	t := scopecheck.DefaultTiming()
+	if o.ScopeRecheck > 0 {
+		t.Period = o.ScopeRecheck
 	}
-	go prover.Keep(ctx, me, period)
+	if o.ScopeRecheckUnwatched > 0 {
+		t.Unwatched = o.ScopeRecheckUnwatched
+	}
+	return t
 }
 
 // mux serves /metrics, /healthz (h) and /readyz (the controller ready and

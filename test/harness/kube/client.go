@@ -31,7 +31,7 @@ current-context: test
 }
 
 // Kubectl runs the real kubectl as the admin against a.
-func (a *APIServer) Kubectl(t *testing.T, args ...string) string {
+func (a *APIServer) Kubectl(t testing.TB, args ...string) string {
 	t.Helper()
 	out, err := a.KubectlRun(args...)
 	if err != nil {
@@ -52,7 +52,7 @@ func (a *APIServer) KubectlRun(args ...string) (string, error) {
 
 // BoundToken mints what kubelet gives a pod: a ServiceAccount token bound
 // to the pod, which carries the pod's node.
-func (a *APIServer) BoundToken(t *testing.T, pod *corev1.Pod) string {
+func (a *APIServer) BoundToken(t testing.TB, pod *corev1.Pod) string {
 	t.Helper()
 	exp := int64(3600)
 	tr, err := a.Admin.CoreV1().ServiceAccounts(pod.Namespace).CreateToken(context.Background(), pod.Spec.ServiceAccountName, &authv1.TokenRequest{

@@ -32,7 +32,14 @@ type ScopedDeploy struct {
 // the scope policies are in force.
 func NewScopedDeploy(t *testing.T) *ScopedDeploy {
 	t.Helper()
-	a := StartAPIServer(t)
+	return NewScopedDeployWith(t)
+}
+
+// NewScopedDeployWith is NewScopedDeploy with apiArgs for kube-apiserver
+// (an audit log, say).
+func NewScopedDeployWith(t *testing.T, apiArgs ...string) *ScopedDeploy {
+	t.Helper()
+	a := StartAPIServer(t, apiArgs...)
 	ctx := context.Background()
 	a.Kubectl(t, "apply", "-k", harness.RepoPath("deploy"), "--server-side")
 	for _, n := range []string{"node-a", "node-b"} {

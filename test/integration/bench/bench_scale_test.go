@@ -38,14 +38,18 @@ type scaleRun struct {
 	window          [2]time.Time
 }
 
-// BenchmarkSidecarsAt100Nodes: one real kube-apiserver and etcd, 100 Node
-// objects and 100 real netready-sidecar processes, each for its own node
-// (pool watch off: this measures pod publishing). A driver binds pods by
+// BenchmarkSidecarsAt100Nodes: one real kube-apiserver and etcd with
+// deploy/ applied, 100 Node objects and 100 real netready-sidecar
+// processes, each for its own node, scoped as deploy/ runs them (a token
+// bound to its own pod; pool watch off: this measures pod publishing). A driver binds pods by
 // nodeName at 20 gated and 5 ungated starts a second across the cluster,
 // writes the marker ADD would write, and deletes each pod (and its marker,
 // as DEL does) 30 s later. The same churn runs first without sidecars.
 // Requests are attributed to the sidecars by the API server's audit log
 // (their user); watch connections come from its /metrics; CPU from /proc.
+// Then the scope check's cost: its dry-run writes and watches at start,
+// during the churn, and after a change that decides the scope and one
+// that does not (bench_scale_scope_test.go).
 // Last, a real kubelet node shows what kubelet itself writes per pod start.
 // NETREADY_SCALE_NODES and NETREADY_SCALE_CHURN shorten it.
 func BenchmarkSidecarsAt100Nodes(b *testing.B) {
@@ -69,6 +73,7 @@ rules:
 `), 0o644)
 	auditLog := filepath.Join(dir, "audit.log")
 	a := kube.StartAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	a.Kubectl(b, "apply", "-k", harness.RepoPath("deploy"), "--server-side")
 	cfg := a.Config(kube.AdminToken)
 	cfg.QPS, cfg.Burst = 500, 1000
 	driver := kubernetes.NewForConfigOrDie(cfg)
@@ -89,18 +94,20 @@ rules:
 	// The API server idle, before and after the sidecars start: what their
 	// watches alone hold, apart from the heap a churn grows.
 	idleWithout := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
-	watchesBefore := podWatches(b, a)
+	watchesBefore, scopeWatchesBefore := podWatches(b, a), scopeWatches(b, a)
 	startedAt := time.Now()
-	for i := range nodes {
-		kube.StartSidecar(b, a, states[i], names[i], "--cni-conf-dir", "")
-	}
+	startScopedSidecars(b, a, names, states)
 	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
 	watches := [2]int{watchesBefore, podWatches(b, a)}
+	scopeWatchesOpen := scopeWatches(b, a) - scopeWatchesBefore
 	idleWith := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
 	with := scaleChurn(b, a, driver, names, states, "b", churn, true)
 
 	reqs, byPod := auditCounts(b, auditLog, with.window)
 	startup, _ := auditCounts(b, auditLog, [2]time.Time{startedAt, with.window[0]})
+	startDry, startLists, startWatches := scopeCounts(sidecarRequests(b, auditLog, [2]time.Time{startedAt, with.window[0]}))
+	churnDry, churnLists, churnWatches := scopeCounts(sidecarRequests(b, auditLog, with.window))
+	scopeRows := scopeFigures(b, a, auditLog, nodes)
 	// Writes about each pod: its status patches and Events, by the pod's
 	// name ("b-<i>", ungated when i%5 == 4).
 	gatedWrites, ungatedReqs := 0, 0
@@ -131,6 +138,14 @@ rules:
 	fmt.Printf("| kube-apiserver RSS idle (mean of 20 s), without / with %d idle sidecars | %.0f MB / %.0f MB: %+.1f MB, %+.2f MB per sidecar | | |\n",
 		nodes, mean(idleWithout), mean(idleWith), mean(idleWith)-mean(idleWithout), (mean(idleWith)-mean(idleWithout))/float64(nodes))
 	fmt.Printf("| pod watch connections open at the API server, without / with | %d / %d | one per sidecar | %s |\n", watches[0], watches[1], metOrMissed(watches[1]-watches[0] == nodes))
+	fmt.Printf("| scope check at start: dry-run writes; lists and watches of policies, bindings, ClusterRoles and ClusterRoleBindings | %d dry-run writes (%.2f per sidecar); %d LIST, %d WATCH | 3 per sidecar | %s |\n",
+		startDry, float64(startDry)/float64(nodes), startLists, startWatches, metOrMissed(startDry == 3*nodes))
+	fmt.Printf("| scope check during the churn (%s): dry-run writes; their lists and watches | %d (%.3f a second); %d LIST, %d WATCH | 0: no change, and the clock is 30 min | %s |\n",
+		churn, churnDry, float64(churnDry)/with.window[1].Sub(with.window[0]).Seconds(), churnLists, churnWatches, metOrMissed(churnDry == 0))
+	fmt.Printf("| scope watch connections open at the API server | +%d | four per sidecar | %s |\n", scopeWatchesOpen, metOrMissed(scopeWatchesOpen == 4*nodes))
+	for _, row := range scopeRows {
+		fmt.Println(row)
+	}
 	fmt.Printf("| kubelet's pods/status writes per pod start, on a real kubelet node after the churn (pause pods, created to Ready; their deletion apart) | %s | | |\n", kubeletStatusWrites(b))
 }
 
@@ -351,13 +366,15 @@ func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var ev struct {
-			Stage     string `json:"stage"`
-			Verb      string `json:"verb"`
-			User      struct{ Username string }
-			ObjectRef struct {
+			Stage      string `json:"stage"`
+			Verb       string `json:"verb"`
+			RequestURI string `json:"requestURI"`
+			User       struct{ Username string }
+			ObjectRef  struct {
 				Resource, Subresource, Name string
 			} `json:"objectRef"`
-			Received time.Time `json:"requestReceivedTimestamp"`
+			Received       time.Time          `json:"requestReceivedTimestamp"`
+			ResponseStatus struct{ Code int } `json:"responseStatus"`
 		}
 		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != kube.AgentUser {
 			continue
@@ -372,6 +389,15 @@ func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int
 		key := ev.Verb + " " + ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			key += "/" + ev.ObjectRef.Subresource
+		}
+		if c := ev.ResponseStatus.Code; c >= 300 {
+			// Refused or failed: apart, with its code.
+			key += fmt.Sprintf(" (%d)", c)
+		}
+		if strings.Contains(ev.RequestURI, "dryRun=All") {
+			// The scope check's probes: about the sidecar's own pod.
+			counts["dry-run "+key]++
+			continue
 		}
 		counts[key]++
 		switch {
