@@ -208,9 +208,13 @@ a warning), 2 on a usage error or when the API cannot answer.`,
 			ctx, cancel := context.WithTimeout(cmd.Context(), fl.timeout)
 			defer cancel()
 			o := explain.Options{Namespace: fl.netreadyNS, Policy: policy}
-			off, err := explain.OffState(ctx, client, o)
-			if err != nil {
-				return failure{err}
+			// The off switch is read first, and what cannot be read of it
+			// is said, never a reason to report no node.
+			var line string
+			if off, err := explain.OffState(ctx, client, o); err != nil {
+				fmt.Fprintf(cmd.ErrOrStderr(), "%s: whether netready is switched off is not known: %v\n", cmd.CommandPath(), err)
+			} else {
+				line = off.Line()
 			}
 			nodes, err := explain.Nodes(ctx, client, o)
 			if err != nil {
@@ -218,7 +222,6 @@ a warning), 2 on a usage error or when the API cannot answer.`,
 			}
 			// The off line heads the text; -o keeps its list of nodes,
 			// so the line goes to stderr there.
-			line := off.Line()
 			if line != "" && fl.output != "" {
 				fmt.Fprintf(cmd.ErrOrStderr(), "%s: %s\n", cmd.CommandPath(), line)
 			}

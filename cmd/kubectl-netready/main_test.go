@@ -125,6 +125,8 @@ type fakeAPI struct {
 	objects map[string]any // "namespaces/demo/pods/web"
 	lists   map[string][]any
 	fail    bool
+	// forbidden paths answer 403.
+	forbidden map[string]bool
 
 	mu   sync.Mutex
 	gets []string
@@ -161,6 +163,11 @@ func (f *fakeAPI) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.mu.Lock()
 	f.gets = append(f.gets, path)
 	f.mu.Unlock()
+	if f.forbidden[path] {
+		w.WriteHeader(http.StatusForbidden)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"Forbidden","code":403,"message":"%s is forbidden"}`, path)
+		return
+	}
 	obj, ok := f.objects[path]
 	if !ok {
 		w.WriteHeader(http.StatusNotFound)
@@ -360,5 +367,17 @@ func TestStatusSaysNetreadyIsOff(t *testing.T) {
 	on := kubeconfig(t, &fakeAPI{lists: api.lists})
 	if code, stdout, _ = command(t, "status", "--kubeconfig", on); code != 0 || strings.Contains(stdout, "OFF") {
 		t.Errorf("status, on: exit %d, stdout:\n%s", code, stdout)
+	}
+}
+
+// TestStatusReportsTheNodesWhenTheOffSwitchCannotBeRead: a user who may
+// not read the off switch's ConfigMap still gets every node, and is told
+// what could not be read.
+func TestStatusReportsTheNodesWhenTheOffSwitchCannotBeRead(t *testing.T) {
+	api := &fakeAPI{forbidden: map[string]bool{"namespaces/kube-system/configmaps/netready-off": true},
+		lists: map[string][]any{"nodes": {node("a", false)}, "pods": {netreadyPod("a", true)}}}
+	code, stdout, stderr := command(t, "status", "--kubeconfig", kubeconfig(t, api))
+	if code != 0 || !strings.Contains(stdout, "NODE ") || !strings.Contains(stderr, "whether netready is switched off is not known") {
+		t.Errorf("status: exit %d, stderr %q, stdout:\n%s\nwant exit 0, the nodes, and what could not be read", code, stderr, stdout)
 	}
 }

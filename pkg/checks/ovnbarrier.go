@@ -130,9 +130,13 @@ func barrier(ctx context.Context, socket string, interval time.Duration) (target
 			}
 			return 0, false, 0, err
 		}
-		// nb_cfg only grows, unless the NB was reset: then a raise
-		// from the new value comes after the claim as well.
-		n = min(n, g.cfg)
+		// nb_cfg only grows, unless the NB was reset (restored, or
+		// recreated): the chassis may then still report the old, higher
+		// values, which prove nothing of this pod. Say so rather than
+		// take them.
+		if g.cfg < n {
+			return 0, false, 0, fmt.Errorf("before netready's barrier: NB_Global.nb_cfg went back from %d to %d (the NB was reset?); the chassis' nb_cfg cannot be compared with it", n, g.cfg)
+		}
 	}
 }
 
@@ -199,6 +203,11 @@ func raiseFrom(ctx context.Context, socket string, n int64) (bool, error) {
 		}})
 	if err != nil {
 		return false, fmt.Errorf("cannot raise NB_Global.nb_cfg: %w", err)
+	}
+	// A commit that failed (a leader change, say) answers with one
+	// result more than the operations: nothing was raised.
+	if len(res) > 2 && res[2].Error != "" {
+		return false, fmt.Errorf("cannot raise NB_Global.nb_cfg: the commit failed: %s", res[2].Error)
 	}
 	switch {
 	case res[0].Error == "" && res[1].Error == "":

@@ -89,11 +89,15 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 	// SB write of the port's claim may still be in flight; Port_Binding.up
 	// comes in a later transaction of the same client, so once it reads
 	// true the claim is in the SB, and the barrier cannot overtake it.
-	if ifaceID != "" {
-		if err := awaitPortUp(ctx, cn.SBSocket, ifaceID); err != nil {
-			out.Why = err.Error()
-			return done()
-		}
+	if ifaceID == "" {
+		// Without the port's name its claim cannot be awaited, and a
+		// barrier raised before the claim would prove nothing.
+		out.Why = "no pod namespace and name in CNI_ARGS, so the pod's OVN port (and its claim in the SB) cannot be told"
+		return done()
+	}
+	if err := awaitPortUp(ctx, cn.SBSocket, ifaceID); err != nil {
+		out.Why = err.Error()
+		return done()
 	}
 	target, bumped, paced, err := barrier(ctx, cn.NBSocket, cn.RaiseInterval)
 	if err != nil {
@@ -119,12 +123,15 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
 			learned = v.memo
 			out.Target, out.LeftOut = v.target(target), v.stalled
-			if len(v.waiting) == 0 {
+			if v.met() {
 				out.Ready, out.Why = true, ""
 				return done()
 			}
-			out.Why = fmt.Sprintf("not yet at nb_cfg %d: %s", target, strings.Join(v.waiting, ", "))
-			next = min(interval, v.nextStall)
+			out.Why = v.why(target)
+			next = interval
+			if v.nextStall > 0 {
+				next = min(interval, v.nextStall)
+			}
 		} else if ctx.Err() == nil || out.Why == "" {
 			// A read the deadline cut short says only that; the one
 			// before it says who is behind.
@@ -188,6 +195,19 @@ type verdict struct {
 	// stalled; 0 when none is awaited.
 	nextStall time.Duration
 	memo      map[string]behind
+}
+
+// met: no chassis is awaited, and at least one reached the barrier. When
+// none did (every chassis left out, or none listed), the barrier itself
+// is not moving, ovn-northd down say: that cannot tell, so it is not ready.
+func (v verdict) met() bool { return len(v.waiting) == 0 && v.reached > 0 }
+
+// why says what met is waiting for.
+func (v verdict) why(target int64) string {
+	if len(v.waiting) > 0 {
+		return fmt.Sprintf("not yet at nb_cfg %d: %s", target, strings.Join(v.waiting, ", "))
+	}
+	return fmt.Sprintf("no chassis has reached nb_cfg %d, this node's included, so the barrier is not moving: see that ovn-northd runs and the SB is writable", target)
 }
 
 func (v verdict) target(target int64) string {

@@ -75,3 +75,32 @@ func TestBehindFileRoundTrip(t *testing.T) {
 		t.Errorf("read back (-want +got):\n%s", diff)
 	}
 }
+
+// TestCrossNodeMetNeedsAChassisThatReached: every chassis left out, or
+// none listed, is a barrier that does not move (ovn-northd down): not met.
+func TestCrossNodeMetNeedsAChassisThatReached(t *testing.T) {
+	now := time.Now()
+	for _, tt := range []struct {
+		name string
+		rows []ovsdb.Row
+		want bool
+	}{
+		{"own reached, the other stalled", []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 3, true)}, true},
+		{"every chassis stalled", []ovsdb.Row{chassisRow("a", 6, true), chassisRow("b", 3, true)}, false},
+		{"no chassis", nil, false},
+		{"one still awaited", []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 6, true)}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			// b is behind a barrier noted 10 s ago (stalled); in the last
+			// row it was raised just now (awaited).
+			memo := map[string]behind{"b": {Target: 7, Since: now.Add(-10 * time.Second)}, "a": {Target: 7, Since: now.Add(-10 * time.Second)}}
+			if tt.name == "one still awaited" {
+				memo = nil
+			}
+			v := judge(tt.rows, 7, now, now, 3*time.Second, memo)
+			if got := v.met(); got != tt.want {
+				t.Errorf("met() = %v, want %v (verdict %+v, why %q)", got, tt.want, v, v.why(7))
+			}
+		})
+	}
+}
