@@ -20,9 +20,16 @@ type Timing struct {
 	Settle, MaxSettle, Spread, Confirm time.Duration
 }
 
+// DefaultPeriod and DefaultUnwatched are DefaultTiming's clocks: with the
+// watch open, and without it.
+const (
+	DefaultPeriod    = 30 * time.Minute
+	DefaultUnwatched = 2 * time.Minute
+)
+
 // DefaultTiming is Keep's timing unless flags say otherwise.
 func DefaultTiming() Timing {
-	return Timing{Period: 30 * time.Minute, Unwatched: 2 * time.Minute,
+	return Timing{Period: DefaultPeriod, Unwatched: DefaultUnwatched,
 		Settle: 2 * time.Second, MaxSettle: 10 * time.Second, Spread: 5 * time.Second, Confirm: 30 * time.Second}
 }
 

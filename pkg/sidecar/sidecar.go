@@ -68,9 +68,9 @@ type Options struct {
 // after its scope was lifted in a way no watch sees (a webhook, another
 // authorizer), and DefaultScopeRecheckUnwatched after any lifting while
 // the watch is not open (an install without its RBAC).
-var (
-	DefaultScopeRecheck          = scopecheck.DefaultTiming().Period
-	DefaultScopeRecheckUnwatched = scopecheck.DefaultTiming().Unwatched
+const (
+	DefaultScopeRecheck          = scopecheck.DefaultPeriod
+	DefaultScopeRecheckUnwatched = scopecheck.DefaultUnwatched
 )
 
 // scopeWatchWait bounds how long the first scope check waits for the
