@@ -92,8 +92,17 @@ func TestTheOffSwitchReleasesGatedPodsAndIsUndone(t *testing.T) {
 	})
 	t.Logf("released %s after the ConfigMap was created", time.Since(start).Round(time.Millisecond))
 	harness.Within(t, "the off note for the plugin", 30*time.Second, func() bool { return offswitch.Noted(n.StateDir) })
-	if evs := kube.EventsFor(t, a, released); !strings.Contains(strings.Join(evs, "\n"), "Warning "+publish.ReasonOff+": ") {
-		t.Errorf("no Warning %s Event for the released pod; events: %q", publish.ReasonOff, evs)
+	// The sidecar sends Events from a queue of their own, after the
+	// patch: give it a few seconds.
+	var evs []string
+	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(100 * time.Millisecond) {
+		evs = kube.EventsFor(t, a, released)
+		if strings.Contains(strings.Join(evs, "\n"), "Warning "+publish.ReasonOff+": ") || time.Now().After(deadline) {
+			break
+		}
+	}
+	if !strings.Contains(strings.Join(evs, "\n"), "Warning "+publish.ReasonOff+": ") {
+		t.Errorf("no Warning %s Event for the released pod within 10 s; events: %q", publish.ReasonOff, evs)
 	}
 	const offLine = "netready is OFF since "
 	const by = "by kubectl-netready (ConfigMap kube-system/" + offswitch.ConfigMapName + "): "
