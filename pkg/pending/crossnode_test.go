@@ -3,6 +3,7 @@ package pending
 import (
 	"context"
 	"errors"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strings"
@@ -131,8 +132,13 @@ func TestRecheckRefusesABadCrossNode(t *testing.T) {
 	dir := t.TempDir()
 	s := marker.Store{Dir: filepath.Join(dir, "state")}
 	m := pendingMarker(t, s, filepath.Join(dir, "programmed"), `, "crossNode": {"nbSocket": "nb.sock"}`)
-	_, err := Recheck(context.Background(), s, m, Schedule{Round: 50 * time.Millisecond}, func(*marker.Marker) {})
+	var shown *marker.Marker
+	_, err := Recheck(context.Background(), s, m, Schedule{Round: 50 * time.Millisecond}, func(p *marker.Marker) { shown = p })
 	if err == nil || !strings.Contains(err.Error(), "crossNode") || !strings.Contains(err.Error(), "nbSocket") {
 		t.Errorf("Recheck = %v, want an error naming crossNode's nbSocket", err)
+	}
+	// The pod's condition comes from what progress was given.
+	if shown == nil || shown.State != marker.StatePending || !strings.Contains(fmt.Sprint(shown.Checks), "nbSocket") {
+		t.Errorf("progress got %+v, want the pending marker with a check naming crossNode's nbSocket", shown)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"io/fs"
+	"slices"
 	"time"
 
 	"github.com/netready/netready/pkg/atomicfile"
@@ -49,8 +50,9 @@ const writeRetryMin = time.Second
 
 // Recheck waits on m's checks until they all hold, and then, when m
 // carries a crossNode, until the other nodes have learned the pod (or are
-// left out as stalled), then writes m as ready and returns it. After a round that did not finish, progress gets m with
-// the checks' current reasons. It stops with ctx, or with an error when a
+// left out as stalled), then writes m as ready and returns it. After a
+// round that did not finish, progress gets m with the checks' current
+// reasons. It stops with ctx, or with an error when a
 // check can never succeed (the pod or its netns is gone), the marker was
 // removed (DEL) or rewritten (a new ADD). A write that fails otherwise is
 // retried with backoff: giving up would leave the pod not ready until the
@@ -71,6 +73,12 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 	}
 	xn, err := crossNodeOf(store, m)
 	if err != nil {
+		// Never re-checked, so the pod stays not ready: its condition,
+		// not only the log, must say why.
+		bad := *m
+		bad.Checks = append(slices.Clone(m.Checks), marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: "the pending marker's crossNode",
+			Why: err.Error() + ": the sidecar cannot re-check this attachment; delete the pod to start it again"})
+		progress(&bad)
 		return nil, err
 	}
 	late := 0
