@@ -256,3 +256,22 @@ func (a *APIServer) Condition(name string) (*corev1.Pod, *corev1.PodCondition) {
 	}
 	return pod, nil
 }
+
+// AuditArgs are kube-apiserver flags that log, as JSON lines in the file
+// log, the metadata of every request user makes, and nothing else; the
+// policy file goes in dir.
+func AuditArgs(t testing.TB, dir, user string) (args []string, log string) {
+	t.Helper()
+	policy, log := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
+	if err := os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
+kind: Policy
+omitStages: [RequestReceived]
+rules:
+  - level: Metadata
+    users: ["`+user+`"]
+  - level: None
+`), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return []string{"--audit-policy-file", policy, "--audit-log-path", log, "--audit-log-format", "json"}, log
+}

@@ -49,7 +49,8 @@ type auditEvent struct {
 	ObjectRef  struct {
 		Resource, Subresource, Name string
 	} `json:"objectRef"`
-	Received time.Time `json:"requestReceivedTimestamp"`
+	Received       time.Time          `json:"requestReceivedTimestamp"`
+	ResponseStatus struct{ Code int } `json:"responseStatus"`
 }
 
 // dryRun says whether e is a dry-run write: only the scope check sends

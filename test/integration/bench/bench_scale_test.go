@@ -3,9 +3,7 @@
 package bench
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -62,17 +60,8 @@ func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 		churn = v
 	}
 	dir := b.TempDir()
-	policy := filepath.Join(dir, "audit-policy.yaml")
-	os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    users: ["`+kube.AgentUser+`"]
-  - level: None
-`), 0o644)
-	auditLog := filepath.Join(dir, "audit.log")
-	a := kube.StartAPIServer(b, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	audit, auditLog := kube.AuditArgs(b, dir, kube.AgentUser)
+	a := kube.StartAPIServer(b, audit...)
 	a.Kubectl(b, "apply", "-k", harness.RepoPath("deploy"), "--server-side")
 	cfg := a.Config(kube.AdminToken)
 	cfg.QPS, cfg.Burst = 500, 1000
@@ -356,36 +345,8 @@ func podWatches(b *testing.B, a *kube.APIServer) int {
 // writes by the pod they are about (a pod's name, or the pod an Event's
 // name starts with).
 func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int, map[string]int) {
-	f, err := os.Open(path)
-	if err != nil {
-		b.Fatal(err)
-	}
-	defer f.Close()
 	counts, byPod := map[string]int{}, map[string]int{}
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 1<<20), 1<<20)
-	for sc.Scan() {
-		var ev struct {
-			Stage      string `json:"stage"`
-			Verb       string `json:"verb"`
-			RequestURI string `json:"requestURI"`
-			User       struct{ Username string }
-			ObjectRef  struct {
-				Resource, Subresource, Name string
-			} `json:"objectRef"`
-			Received       time.Time          `json:"requestReceivedTimestamp"`
-			ResponseStatus struct{ Code int } `json:"responseStatus"`
-		}
-		if json.Unmarshal(sc.Bytes(), &ev) != nil || ev.User.Username != kube.AgentUser {
-			continue
-		}
-		// A watch is counted when it starts, any other request once done.
-		if ev.Verb == "watch" && ev.Stage != "ResponseStarted" || ev.Verb != "watch" && ev.Stage != "ResponseComplete" {
-			continue
-		}
-		if ev.Received.Before(window[0]) || ev.Received.After(window[1]) {
-			continue
-		}
+	for _, ev := range sidecarRequests(b, path, window) {
 		key := ev.Verb + " " + ev.ObjectRef.Resource
 		if ev.ObjectRef.Subresource != "" {
 			key += "/" + ev.ObjectRef.Subresource
@@ -394,7 +355,7 @@ func auditCounts(b *testing.B, path string, window [2]time.Time) (map[string]int
 			// Refused or failed: apart, with its code.
 			key += fmt.Sprintf(" (%d)", c)
 		}
-		if strings.Contains(ev.RequestURI, "dryRun=All") {
+		if ev.dryRun() {
 			// The scope check's probes: about the sidecar's own pod.
 			counts["dry-run "+key]++
 			continue

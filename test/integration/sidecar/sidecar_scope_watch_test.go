@@ -7,7 +7,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -139,16 +138,8 @@ func TestSidecarRechecksItsScopeOnTheShortClockWithoutTheWatchRBAC(t *testing.T)
 	// Refused requests are in no API server metric by resource: the
 	// audit log has them.
 	dir := t.TempDir()
-	policy, auditLog := filepath.Join(dir, "audit-policy.yaml"), filepath.Join(dir, "audit.log")
-	os.WriteFile(policy, []byte(`apiVersion: audit.k8s.io/v1
-kind: Policy
-omitStages: [RequestReceived]
-rules:
-  - level: Metadata
-    users: ["`+kube.AgentUser+`"]
-  - level: None
-`), 0o644)
-	d := kube.NewScopedDeployWith(t, "--audit-policy-file", policy, "--audit-log-path", auditLog, "--audit-log-format", "json")
+	audit, auditLog := kube.AuditArgs(t, dir, kube.AgentUser)
+	d := kube.NewScopedDeployWith(t, audit...)
 	a, ctx := d.A, context.Background()
 	role, err := a.Admin.RbacV1().ClusterRoles().Get(ctx, "netready-sidecar", metav1.GetOptions{})
 	if err != nil {
