@@ -109,10 +109,10 @@ func (c *httpCheck) Probe(ctx context.Context) (bool, string, error) {
 	return ready, why, nil
 }
 
-// ciliumInitIdentity is Cilium's reserved:init identity: a fresh endpoint
+// CiliumInitIdentity is Cilium's reserved:init identity: a fresh endpoint
 // can report "ready" while it still has it, and its traffic is then
 // dropped by policy (cilium#35993).
-const ciliumInitIdentity = 5
+const CiliumInitIdentity = 5
 
 // ciliumCheck asks the Cilium agent for the pod's endpoint and holds until
 // it is programmed: state "ready", an identity of its own, and the policy
@@ -141,7 +141,7 @@ func ciliumReady(doc any) (bool, string) {
 		return false, fmt.Sprintf("endpoint state is %s", show(state))
 	}
 	id, _ := Lookup(doc, "status.identity.id")
-	if n, ok := id.(float64); !ok || n == ciliumInitIdentity {
+	if n, ok := id.(float64); !ok || n == CiliumInitIdentity {
 		return false, fmt.Sprintf("endpoint is ready but has the init identity (%s), whose traffic policy drops", show(id))
 	}
 	realized, _ := Lookup(doc, "status.policy.realized.policy-revision")

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/outcome"
 	"github.com/netready/netready/pkg/publish"
@@ -43,7 +44,7 @@ func (c *Controller) countADD(path string, m *marker.Marker) {
 		return
 	}
 	o := outcome.Ready
-	if m.State == marker.StatePending {
+	if m.State == marker.StatePending && !m.OnlyUnmet(checks.KindCiliumPublished) {
 		o = outcome.TimeoutProceed
 	}
 	c.metrics.AddWait.WithLabelValues(m.Network, o).Observe(float64(m.WaitedMs) / 1000)

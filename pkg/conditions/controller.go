@@ -96,7 +96,7 @@ type Config struct {
 
 // rechecker goes on with a pending marker's checks; pending.Recheck in
 // production.
-type rechecker func(ctx context.Context, store marker.Store, m *marker.Marker, s pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error)
+type rechecker func(ctx context.Context, in pending.Inputs, m *marker.Marker, s pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error)
 
 // Controller publishes one condition per gated pod of this node, computed
 // from all of the pod's markers. Its work queue holds pod keys

@@ -201,7 +201,7 @@ func TestFailedRecheckIsNotRestarted(t *testing.T) {
 	pod := gatedPod("gone", "u-gone")
 	h := start(t, nil, pod)
 	var calls atomic.Int32
-	h.c.recheck = func(context.Context, marker.Store, *marker.Marker, pending.Schedule, func(*marker.Marker)) (*marker.Marker, error) {
+	h.c.recheck = func(context.Context, pending.Inputs, *marker.Marker, pending.Schedule, func(*marker.Marker)) (*marker.Marker, error) {
 		calls.Add(1)
 		return nil, errors.New("check address 10.200.0.5: can never succeed: pod netns is gone")
 	}

@@ -66,7 +66,7 @@ func newHarness(t *testing.T, edit func(*Config), pods ...*corev1.Pod) *harness 
 	h.client.ClearActions()
 	h.c = New(o, kubeapitest.Fake{C: h.client}, h.recorder, slog.New(slog.NewTextHandler(io.Discard, nil)), metrics.New(prometheus.NewRegistry()))
 	// Re-checks block until stopped: the test writes markers itself.
-	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
+	h.c.recheck = func(ctx context.Context, _ pending.Inputs, _ *marker.Marker, s pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
 		h.mu.Lock()
 		h.schedules = append(h.schedules, s)
 		h.mu.Unlock()

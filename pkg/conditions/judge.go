@@ -7,6 +7,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
@@ -130,6 +131,10 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		return keep(judgement{Cond: publish.WithUnreadable(base, v.Unreadable, o.CondType), Publish: true}, mem)
 	}
 	if len(current) > 0 {
+		if wait := publishHold(current, cur, now); wait > 0 {
+			// Unwritten, the gate holds the pod as a False would.
+			return keep(judgement{After: wait}, mem)
+		}
 		j, next := notInEffect(current, v.NeverWrote, o, cur, mem, staleNames, now)
 		return keep(j, next)
 	}
@@ -368,4 +373,31 @@ func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
 		return pod.Status.StartTime.Time, true
 	}
 	return pod.CreationTimestamp.Time, true
+}
+
+// sidecarPartHold is how long after ADD a pod with no condition yet is left
+// without one while its markers wait only on the sidecar's confirmation of
+// the CiliumEndpoint (crossNode with Cilium), which takes a few ms: one
+// True then, not a False and a True, is the one write per pod start. A
+// pod still waiting after it shows False with the reason.
+const sidecarPartHold = 2 * time.Second
+
+// publishHold is how long the pod may still go without a condition (see
+// sidecarPartHold), or 0.
+func publishHold(current []*marker.Marker, cur *corev1.PodCondition, now time.Time) time.Duration {
+	if cur != nil {
+		return 0
+	}
+	var left time.Duration
+	for _, m := range current {
+		switch {
+		case m.State == marker.StateReady:
+		case m.OnlyUnmet(checks.KindCiliumPublished):
+			// Bounded: a clock stepped back must not hold the False longer.
+			left = max(left, min(m.CreatedAt.Add(sidecarPartHold).Sub(now), sidecarPartHold))
+		default:
+			return 0
+		}
+	}
+	return max(left, 0)
 }

@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
@@ -374,6 +375,52 @@ func TestJudgeOff(t *testing.T) {
 			}
 			if diff := cmp.Diff(tt.remember, got.Remember); diff != "" {
 				t.Errorf("memory (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+// TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint: a pod whose markers
+// wait only on the sidecar's look at its CiliumEndpoint gets no condition
+// for the first 2 s after ADD (the gate holds it meanwhile), so that a
+// prompt publish costs one write, the True; then, or with any other unmet
+// check, or once it shows a condition, it is judged as always.
+func TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint(t *testing.T) {
+	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
+	o := judgeOptions{CondType: "T", PendingTimeout: 10 * time.Minute, UnobservedGrace: 30 * time.Second, UnobservedReady: true}
+	left := marker.CheckResult{Kind: checks.KindCiliumPublished, Target: "CiliumEndpoint default/web", Why: "left to the sidecar"}
+	mk := func(results ...marker.CheckResult) *marker.Marker {
+		return &marker.Marker{Network: "cilium", ContainerID: "aaaaaaaaaaaa-sandbox", IfName: "eth0", IPs: []string{"10.1.0.5/32"},
+			State: marker.StatePending, CreatedAt: marker.Time{Time: t0}, Checks: results}
+	}
+	local := marker.CheckResult{Kind: "http", Target: "cilium endpoint", Ready: true}
+	unmet := marker.CheckResult{Kind: "address", Target: "10.1.0.5", Why: "not yet"}
+	notProgrammed := func(m *marker.Marker, at time.Time) judgement {
+		return judgement{Cond: publish.ForMarkers([]*marker.Marker{m}, "T", o.PendingTimeout, at), Publish: true}
+	}
+	shown := &corev1.PodCondition{Type: "T", Status: corev1.ConditionFalse, Reason: publish.ReasonNotProgrammed}
+	tests := []struct {
+		name string
+		m    *marker.Marker
+		cur  *corev1.PodCondition
+		at   time.Time
+		want judgement
+	}{
+		{"only the CiliumEndpoint left, 500 ms after ADD", mk(local, left), nil, t0.Add(500 * time.Millisecond), judgement{After: 1500 * time.Millisecond}},
+		{"only the CiliumEndpoint left, 2 s after ADD", mk(local, left), nil, t0.Add(2 * time.Second), notProgrammed(mk(local, left), t0.Add(2*time.Second))},
+		{"a local check unmet too", mk(unmet, left), nil, t0.Add(500 * time.Millisecond), notProgrammed(mk(unmet, left), t0.Add(500*time.Millisecond))},
+		{"a condition shown already", mk(local, left), shown, t0.Add(500 * time.Millisecond), notProgrammed(mk(local, left), t0.Add(500*time.Millisecond))},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			p := &corev1.Pod{}
+			if tt.cur != nil {
+				p.Status.Conditions = []corev1.PodCondition{*tt.cur}
+			}
+			got := judge(p, podView{Markers: []*marker.Marker{tt.m}}, o, tt.at)
+			got.Remember = nil
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -66,7 +66,7 @@ func TestPresetThatNeverWroteIsGivenUpOn(t *testing.T) {
 	h := newHarness(t, func(o *Config) { o.NotInEffectHoldMax = 300 * time.Millisecond }, fresh, old)
 	h.writeSilent(old, time.Now().Add(-time.Hour))
 	probe := make(chan struct{})
-	h.c.recheck = func(ctx context.Context, _ marker.Store, m *marker.Marker, _ pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
+	h.c.recheck = func(ctx context.Context, _ pending.Inputs, m *marker.Marker, _ pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
 		if m.Pod.Name == old.Name {
 			select {
 			case <-probe:

@@ -123,7 +123,7 @@ func TestProgressMessagesAreDebounced(t *testing.T) {
 	h := newHarness(t, nil, pod)
 	stop := make(chan struct{})
 	var rounds atomic.Int32
-	h.c.recheck = func(ctx context.Context, _ marker.Store, m *marker.Marker, _ pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
+	h.c.recheck = func(ctx context.Context, _ pending.Inputs, m *marker.Marker, _ pending.Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
 		for i := 0; ; i++ {
 			p := *m
 			p.Checks = []marker.CheckResult{{Kind: "http", Target: "http://10.200.0.1:9099/ready", Why: fmt.Sprintf("connection refused (from 10.200.0.5:%d)", 40000+i)}}

@@ -21,7 +21,7 @@ func (c *Controller) startCheck(path string, m *marker.Marker) {
 	sched := pending.Schedule{Round: recheckRound, Patience: c.opts.PendingTimeout, MaxGap: recheckMax}
 	go func() {
 		defer st.cancel()
-		done, err := c.recheck(ctx, c.store, m, sched, func(p *marker.Marker) {
+		done, err := c.recheck(ctx, pending.Inputs{Store: c.store, CiliumEndpoints: c.client}, m, sched, func(p *marker.Marker) {
 			c.state.recheckProgressed(path, st, p)
 			c.queue.Add(podKey)
 		})

@@ -21,7 +21,7 @@ func TestNoRecheckForRemovedMarker(t *testing.T) {
 	pod := gatedPod("deleted", "u-deleted")
 	h := newHarness(t, nil, pod)
 	var started atomic.Int32
-	h.c.recheck = func(ctx context.Context, _ marker.Store, _ *marker.Marker, _ pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
+	h.c.recheck = func(ctx context.Context, _ pending.Inputs, _ *marker.Marker, _ pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
 		started.Add(1)
 		<-ctx.Done()
 		return nil, ctx.Err()

@@ -40,8 +40,11 @@ const (
 )
 
 // CrossNodeConf is the top-level "crossNode" key: after the pod's own node
-// has programmed it, wait until the other nodes have too. Only the
-// ovn-kubernetes preset offers a barrier to wait on (OVN's nb_cfg).
+// has programmed it, wait until what the other nodes learn it from holds
+// it. With ovn-kubernetes, ADD waits on OVN's barrier (nb_cfg) until the
+// other chassis have programmed it, and every key applies; with Cilium,
+// the sidecar waits until the pod's CiliumEndpoint is published, and no
+// key applies.
 type CrossNodeConf struct {
 	TimeoutRaw       string `json:"timeout,omitempty"`
 	StallAfterRaw    string `json:"stallAfter,omitempty"`
@@ -77,6 +80,16 @@ func decodeCrossNode(top map[string]json.RawMessage, conf *NetConf) []error {
 	if err := StrictUnmarshal(raw, &cn); err != nil {
 		return append(errs, fmt.Errorf("%s: %w", crossNodeKey, err))
 	}
+	switch conf.CrossNodeVia() {
+	case PresetCilium:
+		conf.CrossNode = &cn
+		return append(errs, ciliumCrossNodeKeys(cn)...)
+	case "":
+		if usesOVNPreset(conf) {
+			return append(errs, fmt.Errorf(`%s: the entry checks both ovn-kubernetes and cilium: the cross-node part follows one plugin; keep the checks of the one the node runs`, crossNodeKey))
+		}
+		return append(errs, fmt.Errorf(`%s: needs the "ovn-kubernetes" preset (top-level "preset" or an "ovsdb" check), whose barrier ADD waits on, or the "cilium" preset (top-level "preset" or an "http" check with it), whose CiliumEndpoint the sidecar waits on`, crossNodeKey))
+	}
 	cn.Defaults()
 	if err := cn.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("%s: %w", crossNodeKey, err))
@@ -94,10 +107,51 @@ func decodeCrossNode(top map[string]json.RawMessage, conf *NetConf) []error {
 	if conf.OnTimeout != OnTimeoutProceed && cn.Timeout > 0 && cn.StallAfter >= cn.Timeout {
 		errs = append(errs, fmt.Errorf(`%s: "stallAfter" %q must be shorter than "timeout" %q under onTimeout "fail", or one stalled node times every pod out`, crossNodeKey, cn.StallAfterRaw, cn.TimeoutRaw))
 	}
-	if !usesOVNPreset(conf) {
-		errs = append(errs, fmt.Errorf(`%s: needs the "ovn-kubernetes" preset (top-level "preset" or an "ovsdb" check): only OVN offers a barrier to wait on`, crossNodeKey))
-	}
 	conf.CrossNode = &cn
+	return errs
+}
+
+// CrossNodeVia names the plugin whose cross-node part "crossNode" follows:
+// PresetOVNKubernetes (ADD waits on OVN's barrier), PresetCilium (the
+// sidecar holds the pod's readiness until its CiliumEndpoint is
+// published; ADD does not wait), or "" when the entry checks neither or
+// both.
+func (c *NetConf) CrossNodeVia() string {
+	ovn, cilium := usesOVNPreset(c), usesCiliumPreset(c)
+	switch {
+	case ovn && !cilium:
+		return PresetOVNKubernetes
+	case cilium && !ovn:
+		return PresetCilium
+	}
+	return ""
+}
+
+// usesCiliumPreset reports whether the entry checks the Cilium agent's
+// endpoint, whose CiliumEndpoint the cross-node part reads.
+func usesCiliumPreset(conf *NetConf) bool {
+	if conf.Preset == PresetCilium {
+		return true
+	}
+	for _, cc := range conf.Checks {
+		if cc.Kind == KindHTTP && cc.Preset == PresetCilium {
+			return true
+		}
+	}
+	return false
+}
+
+// ciliumCrossNodeKeys refuses, each by name, the keys that bound or steer
+// OVN's barrier: with Cilium, ADD does not wait across nodes, so none of
+// them would do anything.
+func ciliumCrossNodeKeys(cn CrossNodeConf) []error {
+	var errs []error
+	for _, k := range []struct{ key, val string }{{"timeout", cn.TimeoutRaw}, {"stallAfter", cn.StallAfterRaw},
+		{"raiseInterval", cn.RaiseIntervalRaw}, {"nbSocket", cn.NBSocket}, {"sbSocket", cn.SBSocket}} {
+		if k.val != "" {
+			errs = append(errs, fmt.Errorf(`%s: %q applies to the ovn-kubernetes preset only: with "cilium", ADD does not wait across nodes; the sidecar holds the pod's readiness until its CiliumEndpoint is published. Write "crossNode": {}`, crossNodeKey, k.key))
+		}
+	}
 	return errs
 }
 

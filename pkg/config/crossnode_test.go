@@ -34,6 +34,9 @@ func TestCrossNodeParse(t *testing.T) {
 		{"proceed: stallAfter beyond timeout", `"preset":"ovn-kubernetes","onTimeout":"proceed","crossNode":{"timeout":"500ms","stallAfter":"4s"}`,
 			CrossNodeConf{TimeoutRaw: "500ms", StallAfterRaw: "4s", RaiseIntervalRaw: "200ms", NBSocket: DefaultOVNNBSocket, SBSocket: DefaultOVNSBSocket,
 				Timeout: 500 * time.Millisecond, StallAfter: 4 * time.Second, RaiseInterval: 200 * time.Millisecond}},
+		// With Cilium, ADD does not wait across nodes: nothing to default.
+		{"cilium preset", `"preset":"cilium","crossNode":{}`, CrossNodeConf{}},
+		{"a cilium http check instead of the preset", `"checks":[{"kind":"address"},{"kind":"http","preset":"cilium"}],"crossNode":{}`, CrossNodeConf{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -56,7 +59,11 @@ func TestCrossNodeProblems(t *testing.T) {
 		name, extra string
 		want        []string // each must appear in the message
 	}{
-		{"no OVN preset", `"crossNode":{}`, []string{`crossNode: needs the "ovn-kubernetes" preset`}},
+		{"no OVN preset", `"crossNode":{}`, []string{`crossNode: needs the "ovn-kubernetes" preset`, `or the "cilium" preset`}},
+		{"cilium with OVN's keys", `"preset":"cilium","crossNode":{"timeout":"2s","nbSocket":"/x.sock"}`,
+			[]string{`crossNode: "timeout" applies to the ovn-kubernetes preset only`, `crossNode: "nbSocket" applies to the ovn-kubernetes preset only`, `Write "crossNode": {}`}},
+		{"both plugins' checks", `"preset":"cilium","checks":[{"kind":"ovsdb","preset":"ovn-kubernetes"}],"crossNode":{}`,
+			[]string{`crossNode: the entry checks both ovn-kubernetes and cilium`}},
 		{"bad durations", `"preset":"ovn-kubernetes","crossNode":{"timeout":"5","stallAfter":"-1s"}`,
 			[]string{`crossNode: "timeout" "5" is not a Go duration`, `"stallAfter" "-1s" must be > 0`}},
 		{"stallAfter not below timeout", `"preset":"ovn-kubernetes","crossNode":{"timeout":"2s","stallAfter":"2s"}`,
@@ -89,5 +96,27 @@ func TestCrossNodeProblems(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestCrossNodeVia: the cross-node part follows the one plugin the entry
+// checks.
+func TestCrossNodeVia(t *testing.T) {
+	tests := []struct{ extra, want string }{
+		{`"preset":"ovn-kubernetes"`, PresetOVNKubernetes},
+		{`"checks":[{"kind":"ovsdb","preset":"ovn-kubernetes"}]`, PresetOVNKubernetes},
+		{`"preset":"cilium"`, PresetCilium},
+		{`"checks":[{"kind":"http","preset":"cilium"}]`, PresetCilium},
+		{`"preset":"calico"`, ""},
+		{``, ""},
+	}
+	for _, tt := range tests {
+		c, err := Parse(conf(tt.extra))
+		if err != nil {
+			t.Fatalf("%s: %v", tt.extra, err)
+		}
+		if got := c.CrossNodeVia(); got != tt.want {
+			t.Errorf("%s: CrossNodeVia() = %q, want %q", tt.extra, got, tt.want)
+		}
 	}
 }

@@ -7,6 +7,7 @@ package kubeapi
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"log/slog"
 	"strings"
 	"time"
@@ -46,6 +47,9 @@ type Client interface {
 	GetNode(ctx context.Context, name string) (*corev1.Node, error)
 	PatchNode(ctx context.Context, name string, pt types.PatchType, data []byte, subresources ...string) (*corev1.Node, error)
 	CreateEvent(ctx context.Context, ev *eventsv1.Event) error
+	// GetCiliumEndpoint reads one CiliumEndpoint, as JSON, for the
+	// Cilium cross-node part (package pending).
+	GetCiliumEndpoint(ctx context.Context, namespace, name string) ([]byte, error)
 }
 
 // REST is Client over two REST clients whose codec knows core/v1 and
@@ -53,8 +57,10 @@ type Client interface {
 // group, which doubled the binary and its resident memory.
 type REST struct {
 	core, events, authn, admission, rbac rest.Interface
-	params                               runtime.ParameterCodec
-	dryRun                               bool
+	// cilium knows no types: what it reads is decoded by its reader.
+	cilium rest.Interface
+	params runtime.ParameterCodec
+	dryRun bool
 }
 
 // DryRun returns a Client whose writes the API server admits, through
@@ -121,7 +127,27 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rbac/v1 client: %w", err)
 	}
-	return &REST{core: core, events: events, authn: authn, admission: admission, rbac: rbac, params: runtime.NewParameterCodec(scheme)}, nil
+	cilium, err := client(schema.GroupVersion{Group: "cilium.io", Version: "v2"}, "/apis")
+	if err != nil {
+		return nil, fmt.Errorf("cilium.io/v2 client: %w", err)
+	}
+	return &REST{core: core, events: events, authn: authn, admission: admission, rbac: rbac, cilium: cilium, params: runtime.NewParameterCodec(scheme)}, nil
+}
+
+// GetCiliumEndpoint reads namespace/name with resourceVersion "0": from
+// the API server's watch cache, not etcd, so that one read per pod start
+// costs the cluster little. It wraps fs.ErrNotExist while there is none.
+func (k *REST) GetCiliumEndpoint(ctx context.Context, namespace, name string) ([]byte, error) {
+	data, err := k.cilium.Get().Namespace(namespace).Resource("ciliumendpoints").Name(name).Param("resourceVersion", "0").Do(ctx).Raw()
+	switch {
+	case apierrors.IsNotFound(err):
+		return nil, fmt.Errorf("no CiliumEndpoint %s/%s: %w", namespace, name, fs.ErrNotExist)
+	case apierrors.IsForbidden(err):
+		return nil, fmt.Errorf("forbidden: give the sidecar's ClusterRole get on ciliumendpoints.cilium.io, as deploy/components/cilium does: %w", err)
+	case err != nil:
+		return nil, err
+	}
+	return data, nil
 }
 
 func (k *REST) ListPods(ctx context.Context, opts metav1.ListOptions) (*corev1.PodList, error) {

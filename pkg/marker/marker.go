@@ -59,7 +59,7 @@ type CheckResult struct {
 
 // Pending is what the sidecar needs to re-run the checks of a pending
 // attachment: the configured checks and the pod IPs' gateways, and with
-// the entry's "crossNode", the wait for the other nodes after them.
+// the entry's "crossNode", the cross-node part after them.
 type Pending struct {
 	Checks   []config.CheckConf `json:"checks"`
 	Gateways map[string]string  `json:"gateways,omitempty"`
@@ -70,6 +70,12 @@ type Pending struct {
 	// OVNIfaceID names the pod's OVN logical port, whose claim the
 	// cross-node wait awaits before it raises the barrier.
 	OVNIfaceID string `json:"ovnIfaceID,omitempty"`
+	// CiliumPublished: the sidecar must see the pod's CiliumEndpoint
+	// published before the marker is ready (crossNode with Cilium). A
+	// key of its own, not CrossNode, so that a sidecar from before it
+	// re-checks such a marker as before (the local checks alone) rather
+	// than wait on OVN's barrier.
+	CiliumPublished bool `json:"ciliumPublished,omitempty"`
 }
 
 // Time marshals as RFC 3339 in UTC with nine fraction digits, as the
@@ -325,4 +331,20 @@ func (s Store) GC(network string, keep []Key, now time.Time) ([]string, error) {
 		errs = append(errs, fmt.Errorf("gc: %w", err))
 	}
 	return append(removed, swept...), errors.Join(errs...)
+}
+
+// OnlyUnmet reports whether m's results of kind are what it waits on: at
+// least one of them is unmet, and every other result is met (with
+// Cilium's crossNode, the CiliumEndpoint the sidecar has yet to see).
+func (m *Marker) OnlyUnmet(kind string) bool {
+	left := false
+	for _, c := range m.Checks {
+		switch {
+		case c.Kind == kind && !c.Ready:
+			left = true
+		case !c.Ready:
+			return false
+		}
+	}
+	return left
 }

@@ -293,3 +293,27 @@ func TestReadFileRefusesUnknownState(t *testing.T) {
 		t.Errorf("ReadFile = %v, want an error naming the state", err)
 	}
 }
+
+// TestOnlyUnmet: a marker waits only on a kind when one of its results of
+// that kind is unmet and every other result is met.
+func TestOnlyUnmet(t *testing.T) {
+	const kind = "cilium-endpoint-published"
+	met := CheckResult{Kind: "address", Ready: true}
+	unmet := CheckResult{Kind: "address"}
+	left := CheckResult{Kind: kind}
+	tests := []struct {
+		name   string
+		checks []CheckResult
+		want   bool
+	}{
+		{"only that kind unmet", []CheckResult{met, left}, true},
+		{"another unmet too", []CheckResult{unmet, left}, false},
+		{"that kind met", []CheckResult{met, {Kind: kind, Ready: true}}, false},
+		{"none", nil, false},
+	}
+	for _, tt := range tests {
+		if got := (&Marker{Checks: tt.checks}).OnlyUnmet(kind); got != tt.want {
+			t.Errorf("%s: OnlyUnmet = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"time"
 
+	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
@@ -22,12 +23,23 @@ type crossNode struct {
 	memoDir string
 }
 
-// crossNodeOf is m's cross-node wait, or nil when its marker carries none
-// (crossNode off, or a plugin from before it).
-func crossNodeOf(store marker.Store, m *marker.Marker) (*crossNode, error) {
+// crossWait is a cross-node part, run once the local checks hold: its
+// result joins the marker's.
+type crossWait interface {
+	wait(ctx context.Context, bound time.Duration, created time.Time) marker.CheckResult
+}
+
+// crossNodeOf is m's cross-node part, or nil when its marker carries none
+// (crossNode off, or a plugin from before it): Cilium's published
+// CiliumEndpoint, or OVN's barrier.
+func crossNodeOf(in Inputs, m *marker.Marker, att *attachment.Attachment) (crossWait, error) {
+	if m.Pending.CiliumPublished {
+		return ciliumPublishedOf(m, att, in.CiliumEndpoints), nil
+	}
 	if m.Pending.CrossNode == nil {
 		return nil, nil
 	}
+	store := in.Store
 	// The marker carries the keys as written; their parsed durations are
 	// not part of it.
 	cn := *m.Pending.CrossNode

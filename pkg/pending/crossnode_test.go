@@ -56,7 +56,7 @@ func TestRecheckOfAMarkerWithoutCrossNodeWaitsForTheLocalChecksAlone(t *testing.
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := Recheck(ctx, s, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, func(*marker.Marker) {})
+	got, err := Recheck(ctx, Inputs{Store: s}, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, func(*marker.Marker) {})
 	if err != nil {
 		t.Fatalf("Recheck = %v", err)
 	}
@@ -92,7 +92,7 @@ func TestRecheckWithCrossNodeIsNeverReadyWhenItCannotTell(t *testing.T) {
 	var last *marker.Marker
 	ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
-	_, err := Recheck(ctx, s, m, Schedule{Round: 200 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, func(p *marker.Marker) {
+	_, err := Recheck(ctx, Inputs{Store: s}, m, Schedule{Round: 200 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, func(p *marker.Marker) {
 		mu.Lock()
 		defer mu.Unlock()
 		last = p
@@ -133,7 +133,7 @@ func TestRecheckRefusesABadCrossNode(t *testing.T) {
 	s := marker.Store{Dir: filepath.Join(dir, "state")}
 	m := pendingMarker(t, s, filepath.Join(dir, "programmed"), `, "crossNode": {"nbSocket": "nb.sock"}`)
 	var shown *marker.Marker
-	_, err := Recheck(context.Background(), s, m, Schedule{Round: 50 * time.Millisecond}, func(p *marker.Marker) { shown = p })
+	_, err := Recheck(context.Background(), Inputs{Store: s}, m, Schedule{Round: 50 * time.Millisecond}, func(p *marker.Marker) { shown = p })
 	if err == nil || !strings.Contains(err.Error(), "crossNode") || !strings.Contains(err.Error(), "nbSocket") {
 		t.Errorf("Recheck = %v, want an error naming crossNode's nbSocket", err)
 	}

@@ -1,8 +1,10 @@
 // Package pending owns going on with an attachment's checks after ADD gave
-// up waiting (onTimeout "proceed"): rebuilding the checks from its pending
-// marker, waiting on them in rounds so that progress can be shown, backing
-// off once the attachment has been pending for long, and rewriting the
-// marker as ready once they hold. It never gives up on its own.
+// up waiting (onTimeout "proceed") or left a part to the sidecar (with
+// Cilium, crossNode's published CiliumEndpoint): rebuilding the checks
+// from its pending marker, waiting on them in rounds so that progress can
+// be shown, backing off once the attachment has been pending for long, and
+// rewriting the marker as ready once they hold. It never gives up on its
+// own.
 package pending
 
 import (
@@ -44,6 +46,14 @@ func (s Schedule) Gap(created, t time.Time, n int) time.Duration {
 	return min(gap, s.MaxGap)
 }
 
+// Inputs are what Recheck reads besides the marker: the marker store,
+// and the API server's CiliumEndpoints for a marker whose cross-node part
+// follows Cilium (nil: it stays unmet, saying so).
+type Inputs struct {
+	Store           marker.Store
+	CiliumEndpoints CiliumEndpoints
+}
+
 // writeRetryMin is the first pause after a marker write that failed for a
 // reason that passes (ENOSPC on /run, EMFILE); it doubles up to MaxGap.
 const writeRetryMin = time.Second
@@ -57,7 +67,8 @@ const writeRetryMin = time.Second
 // removed (DEL) or rewritten (a new ADD). A write that fails otherwise is
 // retried with backoff: giving up would leave the pod not ready until the
 // sidecar restarts.
-func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
+func Recheck(ctx context.Context, in Inputs, m *marker.Marker, s Schedule, progress func(*marker.Marker)) (*marker.Marker, error) {
+	store := in.Store
 	if m.Pending == nil {
 		return nil, errors.New("marker is not pending")
 	}
@@ -71,7 +82,7 @@ func Recheck(ctx context.Context, store marker.Store, m *marker.Marker, s Schedu
 	if err != nil {
 		return nil, err
 	}
-	xn, err := crossNodeOf(store, m)
+	xn, err := crossNodeOf(in, m, att)
 	if err != nil {
 		// Never re-checked, so the pod stays not ready: its condition,
 		// not only the log, must say why.

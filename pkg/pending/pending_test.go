@@ -41,7 +41,7 @@ func TestScheduleGap(t *testing.T) {
 }
 
 func TestRecheckRefusesReadyMarker(t *testing.T) {
-	_, err := Recheck(context.Background(), marker.Store{Dir: t.TempDir()}, &marker.Marker{State: marker.StateReady}, Schedule{Round: time.Second}, func(*marker.Marker) {})
+	_, err := Recheck(context.Background(), Inputs{Store: marker.Store{Dir: t.TempDir()}}, &marker.Marker{State: marker.StateReady}, Schedule{Round: time.Second}, func(*marker.Marker) {})
 	if err == nil {
 		t.Fatal("Recheck of a marker that is not pending succeeded")
 	}
@@ -60,7 +60,7 @@ func TestRecheckNeverGivesUpOnItsOwn(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 700*time.Millisecond)
 	defer cancel()
 	rounds := 0
-	_, err := Recheck(ctx, marker.Store{Dir: dir}, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: 100 * time.Millisecond}, func(*marker.Marker) { rounds++ })
+	_, err := Recheck(ctx, Inputs{Store: marker.Store{Dir: dir}}, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: 100 * time.Millisecond}, func(*marker.Marker) { rounds++ })
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("Recheck = %v, want it to run until its context ends", err)
 	}
@@ -118,7 +118,7 @@ func TestRecheckNeverUndoesDELOrNewADD(t *testing.T) {
 			}
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 			defer cancel()
-			_, err := Recheck(ctx, s, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, progress)
+			_, err := Recheck(ctx, Inputs{Store: s}, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, progress)
 			if tt.wantErr == "" && err != nil || tt.wantErr != "" && (err == nil || !strings.Contains(err.Error(), tt.wantErr)) {
 				t.Errorf("Recheck = %v, want error %q", err, tt.wantErr)
 			}
@@ -192,7 +192,7 @@ func TestRecheckRetriesAFailedWrite(t *testing.T) {
 	defer cancel()
 	done := make(chan error, 1)
 	go func() {
-		_, err := Recheck(ctx, s, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: 2 * time.Second}, progress)
+		_, err := Recheck(ctx, Inputs{Store: s}, m, Schedule{Round: 50 * time.Millisecond, Patience: time.Minute, MaxGap: 2 * time.Second}, progress)
 		done <- err
 	}()
 	select {

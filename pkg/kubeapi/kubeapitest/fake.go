@@ -4,6 +4,8 @@ package kubeapitest
 
 import (
 	"context"
+	"fmt"
+	"io/fs"
 
 	corev1 "k8s.io/api/core/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -44,4 +46,9 @@ func (f Fake) PatchNode(ctx context.Context, name string, pt types.PatchType, da
 func (f Fake) CreateEvent(ctx context.Context, ev *eventsv1.Event) error {
 	_, err := f.C.EventsV1().Events(ev.Namespace).Create(ctx, ev, metav1.CreateOptions{})
 	return err
+}
+
+// GetCiliumEndpoint finds none: the fake knows no CiliumEndpoints.
+func (f Fake) GetCiliumEndpoint(_ context.Context, ns, name string) ([]byte, error) {
+	return nil, fmt.Errorf("no CiliumEndpoint %s/%s: %w", ns, name, fs.ErrNotExist)
 }

@@ -58,8 +58,20 @@ func ovnIfaceID(pod attachment.Pod) string {
 // the checks, and the cross-node wait to run once they hold.
 func pendingOf(conf *config.NetConf, att *attachment.Attachment) *marker.Pending {
 	p := &marker.Pending{Checks: conf.Checks, Gateways: marker.Gateways(att)}
-	if conf.CrossNode != nil {
-		p.CrossNode, p.OVNIfaceID = conf.CrossNode, ovnIfaceID(att.Pod)
+	if conf.CrossNode == nil {
+		return p
 	}
+	if conf.CrossNodeVia() == config.PresetCilium {
+		p.CiliumPublished = att.Pod.Namespace != "" && att.Pod.Name != ""
+		return p
+	}
+	p.CrossNode, p.OVNIfaceID = conf.CrossNode, ovnIfaceID(att.Pod)
 	return p
+}
+
+// ciliumLeftToSidecar is the cross-node result of a Cilium ADD whose own
+// node holds: not met yet, for the sidecar's re-check to confirm.
+func ciliumLeftToSidecar(pod attachment.Pod) marker.CheckResult {
+	return marker.CheckResult{Kind: checks.KindCiliumPublished, Target: checks.CiliumPublishedTarget(pod.Namespace, pod.Name),
+		Why: "left to the sidecar: ADD does not read the API server"}
 }

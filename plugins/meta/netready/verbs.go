@@ -56,7 +56,7 @@ func cmdAdd(args *skel.CmdArgs) error {
 	ctx, cancel := context.WithTimeout(context.Background(), conf.Timeout)
 	defer cancel()
 	results, waited, never := waitForChecks(ctx, conf, att, env, start, log)
-	if conf.CrossNode != nil && never == nil && unmetChecks(results) == "" {
+	if conf.CrossNode != nil && conf.CrossNodeVia() == config.PresetOVNKubernetes && never == nil && unmetChecks(results) == "" {
 		results, waited = append(results, waitCrossNode(conf, att, log)), time.Since(start)
 	}
 	if never != nil && (conf.OnTimeout == config.OnTimeoutFail || errors.Is(never, checks.ErrNetnsGone)) {
@@ -83,6 +83,13 @@ func cmdAdd(args *skel.CmdArgs) error {
 		// never be met costs readiness, never the pod's start.
 		m.State = marker.StatePending
 		m.ReadyAt = nil
+		m.Pending = pendingOf(conf, att)
+	} else if conf.CrossNode != nil && conf.CrossNodeVia() == config.PresetCilium && att.Pod.Namespace != "" && att.Pod.Name != "" {
+		// ADD cannot read the API server: the sidecar's re-check confirms
+		// the CiliumEndpoint, and the pod is Ready only then. With no pod
+		// named (not Kubernetes) there is none to confirm.
+		m.Checks = append(m.Checks, ciliumLeftToSidecar(att.Pod))
+		m.State, m.ReadyAt = marker.StatePending, nil
 		m.Pending = pendingOf(conf, att)
 	}
 	if err := store.Write(m); err != nil {
@@ -208,8 +215,10 @@ func cmdCheck(args *skel.CmdArgs) error {
 	if err := markerMatches(m, att); err != nil {
 		return logged(log, types.NewError(types.ErrInternal, "netready: marker does not match prevResult: "+err.Error(), ""))
 	}
-	// A pending marker is still being worked on by the sidecar.
-	if m.State == marker.StatePending {
+	// A pending marker is still being worked on by the sidecar; one that
+	// waits only on its look at the CiliumEndpoint (forever, when the pod
+	// is not gated) met every local check, which must still hold.
+	if m.State == marker.StatePending && !m.OnlyUnmet(checks.KindCiliumPublished) {
 		log.Info("CHECK done: the marker is pending; the sidecar is re-checking")
 		return nil
 	}

@@ -61,7 +61,7 @@ func startRecheck(t *testing.T, b *agents.CrossNodeBed, m *marker.Marker) *reche
 	// that several run while B is frozen.
 	sched := pending.Schedule{Round: 2 * time.Second, Patience: 10 * time.Minute, MaxGap: time.Minute}
 	go func() {
-		got, err := pending.Recheck(ctx, marker.Store{Dir: b.State}, m, sched, func(p *marker.Marker) {
+		got, err := pending.Recheck(ctx, pending.Inputs{Store: marker.Store{Dir: b.State}}, m, sched, func(p *marker.Marker) {
 			rc.mu.Lock()
 			defer rc.mu.Unlock()
 			rc.last = p
