@@ -31,6 +31,7 @@ var generated = []struct {
 	{out: "deploy/daemonset.yaml", source: "templates/daemonset.yaml"},
 	{out: "deploy/entry/10-entry.json", source: "files/10-entry.json"},
 	{out: "deploy/components/calico/rbac.yaml", source: "templates/calico-rbac.yaml", sets: []string{"preset=calico"}},
+	{out: "deploy/components/cilium/rbac.yaml", source: "templates/cilium-rbac.yaml", sets: []string{"preset=cilium"}},
 	{out: "deploy/components/monitoring/service.yaml", source: "templates/monitoring/service.yaml", sets: []string{"monitoring.enabled=true"}},
 	{out: "deploy/components/monitoring/servicemonitor.yaml", source: "templates/monitoring/servicemonitor.yaml", sets: []string{"monitoring.enabled=true"}},
 	{out: "deploy/components/monitoring/prometheusrule.yaml", source: "templates/monitoring/prometheusrule.yaml", sets: []string{"monitoring.enabled=true"}},

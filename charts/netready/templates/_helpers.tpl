@@ -56,12 +56,9 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- fail "netready chart: crossNode.timeout, crossNode.stallAfter, crossNode.raiseInterval, crossNode.nbSocket and crossNode.sbSocket take effect only with crossNode.enabled=true; set it, or leave them out" -}}
 {{- end -}}
 {{- if $V.crossNode.enabled -}}{{- $_ := set $data "55-cross-node.json" "{\"crossNode\": {}}\n" -}}{{- end -}}
-{{- if or $V.crossNode.enabled (kindIs "map" ($V.entry | default dict).crossNode) -}}
-{{- $ovsdb := false -}}
-{{- range (($V.entry | default dict).checks | default list) -}}{{- if eq (toString .kind) "ovsdb" -}}{{- $ovsdb = true -}}{{- end -}}{{- end -}}
-{{- if not (or (eq $V.preset "ovn-kubernetes") $ovsdb) -}}
-{{- fail "netready chart: crossNode needs preset=ovn-kubernetes (or an ovsdb check in entry.checks): only OVN offers a barrier to wait on" -}}
-{{- end -}}
+{{- if include "netready.crossNodeOn" . -}}
+{{- include "netready.refuseCrossNodeVia" (include "netready.crossNodeVia" .) -}}
+{{- if eq (include "netready.crossNodeVia" .) "cilium" -}}{{- include "netready.refuseCiliumCrossNodeKeys" . -}}{{- end -}}
 {{- end -}}
 {{- $defaults := fromJson $base -}}
 {{- $frag := dict -}}
@@ -83,15 +80,16 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- /*
 netready.crossNodeDirs: the folders of OVN's NB and SB sockets, as
 {"v": [...]}, when the cross-node wait is on (crossNode.enabled, or a
-crossNode in entry), for the sidecar's re-checks; none otherwise. A
-folder the preset mounts already is left out.
+crossNode in entry) and follows ovn-kubernetes, for the sidecar's
+re-checks; none otherwise (Cilium's cross-node part reads the API
+server, not a socket). A folder the preset mounts already is left out.
 */ -}}
 {{- define "netready.crossNodeDirs" -}}
 {{- $V := .Values -}}
 {{- $dirs := list -}}
 {{- $inEntry := ($V.entry | default dict).crossNode -}}
 {{- if not (kindIs "map" $inEntry) -}}{{- $inEntry = dict -}}{{- end -}}
-{{- if or $V.crossNode.enabled (kindIs "map" ($V.entry | default dict).crossNode) -}}
+{{- if and (include "netready.crossNodeOn" .) (eq (include "netready.crossNodeVia" .) "ovn-kubernetes") -}}
 {{- $xn := mergeOverwrite (dict "nbSocket" "/var/run/ovn/ovnnb_db.sock" "sbSocket" "/var/run/ovn/ovnsb_db.sock") (omit $V.crossNode "enabled") $inEntry -}}
 {{- $taken := ternary "/var/run/openvswitch" "" (eq $V.preset "ovn-kubernetes") -}}
 {{- range (list (dir $xn.nbSocket) (dir $xn.sbSocket) | uniq) -}}
@@ -99,6 +97,56 @@ folder the preset mounts already is left out.
 {{- end -}}
 {{- end -}}
 {{- dict "v" $dirs | toJson -}}
+{{- end -}}
+
+{{- /* netready.crossNodeOn: "true" when the entry gets crossNode, from crossNode.enabled or from entry. */ -}}
+{{- define "netready.crossNodeOn" -}}
+{{- if or .Values.crossNode.enabled (kindIs "map" (.Values.entry | default dict).crossNode) -}}true{{- end -}}
+{{- end -}}
+
+{{- /*
+netready.crossNodeVia: the plugin whose cross-node part crossNode
+follows, as the plugin decides it (pkg/config, CrossNodeVia):
+"ovn-kubernetes" (ADD waits on OVN's barrier) when the preset or a
+check is OVN's, "cilium" (the sidecar waits for the pod's
+CiliumEndpoint) when the preset or an http check's preset is Cilium's,
+"both" when the entry checks both, "" when it checks neither.
+*/ -}}
+{{- define "netready.crossNodeVia" -}}
+{{- $ovn := eq .Values.preset "ovn-kubernetes" -}}
+{{- $cilium := eq .Values.preset "cilium" -}}
+{{- range ((.Values.entry | default dict).checks | default list) -}}
+{{- if or (eq (toString .kind) "ovsdb") (eq (toString .preset) "ovn-kubernetes") -}}{{- $ovn = true -}}{{- end -}}
+{{- if and (eq (toString .kind) "http") (eq (toString .preset) "cilium") -}}{{- $cilium = true -}}{{- end -}}
+{{- end -}}
+{{- if and $ovn $cilium -}}both{{- else if $ovn -}}ovn-kubernetes{{- else if $cilium -}}cilium{{- end -}}
+{{- end -}}
+
+{{- /* netready.refuseCrossNodeVia fails the render when crossNode follows no plugin, or two; its argument is netready.crossNodeVia. */ -}}
+{{- define "netready.refuseCrossNodeVia" -}}
+{{- if eq . "both" -}}
+{{- fail "netready chart: crossNode: the entry checks both ovn-kubernetes and cilium, and the cross-node part follows one plugin; keep the checks (preset, entry.checks) of the one the nodes run" -}}
+{{- else if eq . "" -}}
+{{- fail "netready chart: crossNode needs preset=ovn-kubernetes or cilium, or their checks in entry.checks (an ovsdb check, or an http check with preset cilium): ADD waits on OVN's barrier, and with Cilium the sidecar waits for the pod's CiliumEndpoint; calico and the address and route checks alone have neither" -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+netready.refuseCiliumCrossNodeKeys fails the render, naming each, when a
+crossNode key is given with Cilium: they bound and steer ADD's wait on
+OVN's barrier, and with Cilium ADD does not wait across nodes (the
+plugin would refuse them on every node).
+*/ -}}
+{{- define "netready.refuseCiliumCrossNodeKeys" -}}
+{{- $given := list -}}
+{{- $inEntry := (.Values.entry | default dict).crossNode | default dict -}}
+{{- range list "timeout" "stallAfter" "raiseInterval" "nbSocket" "sbSocket" -}}
+{{- if hasKey $.Values.crossNode . -}}{{- $given = append $given (printf "crossNode.%s" .) -}}{{- end -}}
+{{- if hasKey $inEntry . -}}{{- $given = append $given (printf "entry.crossNode.%s" .) -}}{{- end -}}
+{{- end -}}
+{{- if $given -}}
+{{- fail (printf "netready chart: %s %s to preset=ovn-kubernetes only; leave %s out: with cilium, ADD does not wait across nodes (the sidecar holds the pod's readiness until its CiliumEndpoint is published), so crossNode takes no key" (join ", " $given) (ternary "applies" "apply" (eq (len $given) 1)) (ternary "it" "them" (eq (len $given) 1))) -}}
+{{- end -}}
 {{- end -}}
 
 {{- define "netready.entryName" -}}

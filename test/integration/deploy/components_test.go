@@ -26,6 +26,29 @@ func daemonSet(t *testing.T, objs map[string][]string) *appsv1.DaemonSet {
 	return &ds
 }
 
+// validatedEntry is the build's netready-entry ConfigMap, whose keys, as
+// files, the real netready-install --validate has checked, as the
+// installer sees them on a node.
+func validatedEntry(t *testing.T, objs map[string][]string) corev1.ConfigMap {
+	t.Helper()
+	var cm corev1.ConfigMap
+	for _, doc := range objs["ConfigMap"] {
+		yaml.Unmarshal([]byte(doc), &cm)
+		if strings.HasPrefix(cm.Name, "netready-entry-") {
+			break
+		}
+	}
+	entryDir := t.TempDir()
+	for k, v := range cm.Data {
+		os.WriteFile(filepath.Join(entryDir, k), []byte(v), 0o644)
+	}
+	out := harness.MustRun(t, filepath.Join(harness.BinDir, "netready-install"), "--validate", entryDir)
+	if !strings.HasSuffix(strings.TrimSpace(out), ": ok") {
+		t.Errorf("--validate: %s", out)
+	}
+	return cm
+}
+
 func container(ds *appsv1.DaemonSet, name string) corev1.Container {
 	for _, c := range ds.Spec.Template.Spec.Containers {
 		if c.Name == name {
@@ -38,8 +61,9 @@ func container(ds *appsv1.DaemonSet, name string) corev1.Container {
 // TestEveryComponentBuildsAndValidates: every component of deploy/ builds with kubectl kustomize,
 // alone and composed; a preset component's entry passes the installer's
 // --validate with its preset, and the sidecar gets the agent's folder for
-// its re-checks; pool mounts host-local's folder; uninstall turns both
-// containers and the mutating policy around.
+// its re-checks; pool mounts host-local's folder; each cross-node
+// component goes with its preset's (testCrossNodeComponents); uninstall
+// turns both containers and the mutating policy around.
 func TestEveryComponentBuildsAndValidates(t *testing.T) {
 	mounts := map[string]string{"calico": "/var/run/calico", "cilium": "/var/run/cilium", "ovn-kubernetes": "/var/run/openvswitch", "pool": "/var/lib/cni/networks"}
 	for _, c := range []string{"calico", "cilium", "ovn-kubernetes", "pool"} {
@@ -57,23 +81,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 						t.Errorf("the sidecar has no read-only mount of %s", mounts[comp])
 					}
 				}
-				// The entry as the installer sees it: the ConfigMap's keys as
-				// files, checked by the real netready-install --validate.
-				var cm corev1.ConfigMap
-				for _, doc := range objs["ConfigMap"] {
-					yaml.Unmarshal([]byte(doc), &cm)
-					if strings.HasPrefix(cm.Name, "netready-entry-") {
-						break
-					}
-				}
-				entryDir := t.TempDir()
-				for k, v := range cm.Data {
-					os.WriteFile(filepath.Join(entryDir, k), []byte(v), 0o644)
-				}
-				out := harness.MustRun(t, filepath.Join(harness.BinDir, "netready-install"), "--validate", entryDir)
-				if !strings.HasSuffix(strings.TrimSpace(out), ": ok") {
-					t.Errorf("--validate: %s", out)
-				}
+				cm := validatedEntry(t, objs)
 				if c != "pool" && !strings.Contains(cm.Data["50-preset.json"], `"preset": "`+c+`"`) {
 					t.Errorf("entry %s has no preset %q: %v", cm.Name, c, cm.Data)
 				}
@@ -86,6 +94,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 			})
 		}
 	}
+	t.Run("cross-node", testCrossNodeComponents)
 	t.Run("no-mutating-policy", func(t *testing.T) {
 		objs, base := kube.KustomizeWith(t, "calico", "no-mutating-policy"), kube.KustomizeWith(t, "calico")
 		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 ||

@@ -118,8 +118,19 @@ func TestHelmChartRendersEachOperatorValueWhereItBelongs(t *testing.T) {
 // every namespaced object is there, the sidecar's RBAC bindings name its
 // ServiceAccount there, and no object names kube-system.
 func TestHelmChartPutsEveryObjectInTheReleaseNamespace(t *testing.T) {
-	out := kube.MustHelm(t, "", "template", "netready", chartDir, "--namespace", "netready-system",
-		"--set", "preset=calico", "--set", "monitoring.enabled=true", "--set", "pool.enabled=true")
+	// Each preset's own RBAC binds the ServiceAccount too.
+	for _, preset := range []string{"calico", "cilium"} {
+		t.Run(preset, func(t *testing.T) { checkReleaseNamespace(t, "--set", "preset="+preset) })
+	}
+}
+
+// checkReleaseNamespace renders the chart in netready-system with sets,
+// monitoring and the pool, and checks every object's namespace and every
+// binding's subjects.
+func checkReleaseNamespace(t *testing.T, sets ...string) {
+	t.Helper()
+	out := kube.MustHelm(t, "", append([]string{"template", "netready", chartDir, "--namespace", "netready-system",
+		"--set", "monitoring.enabled=true", "--set", "pool.enabled=true"}, sets...)...)
 	if strings.Contains(out, "kube-system") {
 		t.Errorf("the render with --namespace netready-system names kube-system:\n%s", harness.GrepLines(out, "kube-system"))
 	}
@@ -162,8 +173,9 @@ func TestHelmChartLeavesTheMutatingPolicyOutWhereTheClusterLacksIt(t *testing.T)
 
 // TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse: values.schema.json
 // refuses, before anything reaches a node, a timeout the plugin refuses
-// (0s, or above the contract's 100s) and a check with a key its kind
-// does not have; it accepts the bound itself.
+// (0s, or above the contract's 100s), a check with a key its kind
+// does not have and crossNode with calico; it accepts the bound itself
+// and crossNode with cilium.
 func TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -178,7 +190,6 @@ func TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse(t *testing.T) {
 		{"a check of an unknown kind", []string{"--set-json", `entry={"checks":[{"kind":"addr"}]}`}, "/entry/checks/0/kind"},
 		{"an agent with a misspelt key", []string{"--set-json", `entry={"status":{"agents":[{"kind":"file","path":"/x","maxage":"30s"}]}}`}, "maxage"},
 		{"crossNode with calico", []string{"--set", "preset=calico", "--set", "crossNode.enabled=true"}, "/crossNode/enabled"},
-		{"crossNode with cilium", []string{"--set", "preset=cilium", "--set", "crossNode.enabled=true"}, "/crossNode/enabled"},
 		{"a relative crossNode socket", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.nbSocket=ovnnb_db.sock"}, "/crossNode/nbSocket"},
 		{"a crossNode timeout that is no duration", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.enabled=true", "--set", "crossNode.timeout=5"}, "/crossNode/timeout"},
 	} {
@@ -191,6 +202,7 @@ func TestHelmChartSchemaRefusesWhatTheNodesWouldRefuse(t *testing.T) {
 		{"--set", "timeout=100s"},
 		{"--set", "timeout=1m40s"},
 		{"--set", "timeout=500ms"},
+		{"--set", "preset=cilium", "--set", "crossNode.enabled=true"},
 		{"--set-json", `entry={"checks":[{"kind":"file","path":"/run/x","contains":"ok"},{"kind":"nftables","family":"inet","table":"t","set":"s"},{"kind":"http","url":"http://127.0.0.1:1/ready","expect":[{"path":"a","equals":true}]}]}`},
 	} {
 		kube.MustHelm(t, "", append([]string{"template", "netready", chartDir}, ok...)...)

@@ -43,7 +43,8 @@ func entryDir(t *testing.T, sets ...string) (string, map[string]any) {
 // given in entry). The installer refuses the
 // same bounds under onTimeout fail, so the chart hands the plugin's rules
 // on rather than its own. Off by default; refused without a preset that
-// has a barrier, and its keys without the switch fail the render.
+// has a cross-node part (calico, none), and its keys without the switch
+// fail the render. Cilium's is TestHelmChartTurnsCrossNodeOnWithCilium.
 func TestHelmChartTurnsCrossNodeOnWithOneKey(t *testing.T) {
 	for _, tc := range []struct {
 		name string
@@ -98,8 +99,9 @@ func TestHelmChartTurnsCrossNodeOnWithOneKey(t *testing.T) {
 		sets []string
 		want string
 	}{
-		{"no preset and no ovsdb check", []string{"--set", "crossNode.enabled=true"}, "preset=ovn-kubernetes"},
-		{"crossNode in entry with calico", []string{"--set", "preset=calico", "--set-json", `entry={"crossNode":{}}`}, "preset=ovn-kubernetes"},
+		{"no preset and no ovsdb check", []string{"--set", "crossNode.enabled=true"}, "preset=ovn-kubernetes or cilium"},
+		{"crossNode in entry with calico", []string{"--set", "preset=calico", "--set-json", `entry={"crossNode":{}}`}, "preset=ovn-kubernetes or cilium"},
+		{"both OVN's and Cilium's checks", []string{"--set", "preset=cilium", "--set", "crossNode.enabled=true", "--set-json", `entry={"checks":[{"kind":"ovsdb"}]}`}, "both ovn-kubernetes and cilium"},
 		{"a key without the switch", []string{"--set", "preset=ovn-kubernetes", "--set", "crossNode.stallAfter=2s"}, "crossNode.enabled=true"},
 	} {
 		out, err := kube.HelmCmd(t, "", append([]string{"template", "netready", chartDir}, tc.sets...)...)

@@ -84,7 +84,7 @@ func valuesOf(components []string) []string {
 			sets = append(sets, "--set", "preset="+c)
 		case "pool":
 			sets = append(sets, "--set", "pool.enabled=true")
-		case "cross-node":
+		case "cross-node", "cross-node-cilium":
 			sets = append(sets, "--set", "crossNode.enabled=true")
 		case "k3s", "gke":
 			sets = append(sets, "--set", "platform="+c)
@@ -241,6 +241,7 @@ func TestHelmChartPassesLintStrict(t *testing.T) {
 		valuesOf([]string{"cilium", "gke"}),
 		valuesOf([]string{"ovn-kubernetes", "uninstall"}),
 		valuesOf([]string{"ovn-kubernetes", "cross-node"}),
+		valuesOf([]string{"cilium", "cross-node-cilium"}),
 	} {
 		out := kube.MustHelm(t, "", append([]string{"lint", "--strict", chartDir}, sets...)...)
 		if !strings.Contains(out, "0 chart(s) failed") {
@@ -263,7 +264,8 @@ func TestHelmChartRendersEachQuickStartRowAsItsKustomization(t *testing.T) {
 		quickStartRow{plugin: "gke", components: []string{"cilium", "gke"}},
 		quickStartRow{plugin: "uninstall", components: []string{"calico", "pool", "uninstall"}},
 		quickStartRow{plugin: "uninstall without the mutating policy", components: []string{"ovn-kubernetes", "no-mutating-policy", "uninstall"}},
-		quickStartRow{plugin: "ovn-kubernetes across nodes", components: []string{"ovn-kubernetes", "cross-node"}})
+		quickStartRow{plugin: "ovn-kubernetes across nodes", components: []string{"ovn-kubernetes", "cross-node"}},
+		quickStartRow{plugin: "cilium across nodes", components: []string{"cilium", "cross-node-cilium"}})
 	for _, row := range rows {
 		t.Run(row.plugin, func(t *testing.T) {
 			sets := row.helm
