@@ -22,6 +22,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
 	"github.com/netready/netready/test/harness/cnitest"
 	"github.com/netready/netready/test/harness/kube"
@@ -56,11 +58,12 @@ type CiliumCrossNodeBed struct {
 	cniA     *libcni.CNIConfig
 }
 
-// StartCiliumCrossNodeBed starts the API server, both agents and the
-// server pod on B, and returns once each agent knows the other's node.
-func StartCiliumCrossNodeBed(t testing.TB) *CiliumCrossNodeBed {
+// StartCiliumCrossNodeBed starts the API server (with apiArgs), both
+// agents and the server pod on B, and returns once each agent knows the
+// other's node.
+func StartCiliumCrossNodeBed(t testing.TB, apiArgs ...string) *CiliumCrossNodeBed {
 	t.Helper()
-	a := kube.StartAPIServer(t)
+	a := kube.StartAPIServer(t, apiArgs...)
 	nsA, nsB := "nrcila-"+harness.RandomHex(3), "nrcilb-"+harness.RandomHex(3)
 	for _, n := range []string{nsA, nsB} {
 		harness.MustRun(t, "ip", "netns", "add", n)
@@ -148,6 +151,51 @@ func (b *CiliumCrossNodeBed) Add(list *libcni.NetworkConfigList, name, app strin
 	return rt, ip, time.Since(start), err
 }
 
+// AddGated is Add for a pod whose readiness waits for netready's
+// condition, as the chart's mutating policy gates it.
+func (b *CiliumCrossNodeBed) AddGated(list *libcni.NetworkConfigList, name, app string) (*libcni.RuntimeConf, string, time.Duration, error) {
+	start := time.Now()
+	rt, ip, err := b.A.AddPod(b.t, b.cniA, list, name, app, publish.DefaultConditionType)
+	return rt, ip, time.Since(start), err
+}
+
+// CiliumEndpoint is the CiliumEndpoint default/name as the API server
+// has it: its CNI attachment ("<container>:<ifname>"), endpoint id and
+// identity; ok is false while there is none.
+func (b *CiliumCrossNodeBed) CiliumEndpoint(name string) (attachment string, id, identity int64, ok bool) {
+	b.t.Helper()
+	data, err := b.API.Admin.CoreV1().RESTClient().Get().AbsPath("/apis/cilium.io/v2/namespaces/default/ciliumendpoints", name).DoRaw(context.Background())
+	if err != nil {
+		return "", 0, 0, false
+	}
+	var cep struct {
+		Status struct {
+			ID                  int64 `json:"id"`
+			ExternalIdentifiers struct {
+				CNIAttachmentID string `json:"cni-attachment-id"`
+			} `json:"external-identifiers"`
+			Identity struct {
+				ID int64 `json:"id"`
+			} `json:"identity"`
+		} `json:"status"`
+	}
+	if err := json.Unmarshal(data, &cep); err != nil {
+		b.t.Fatalf("CiliumEndpoint %s: %v: %s", name, err, data)
+	}
+	return cep.Status.ExternalIdentifiers.CNIAttachmentID, cep.Status.ID, cep.Status.Identity.ID, true
+}
+
+// Marker is the marker of rt's ADD on node A; the chain's network is
+// "cilium".
+func (b *CiliumCrossNodeBed) Marker(rt *libcni.RuntimeConf) *marker.Marker {
+	b.t.Helper()
+	m, err := marker.Store{Dir: b.State}.Read(marker.Key{Network: "cilium", ContainerID: rt.ContainerID, IfName: rt.IfName})
+	if err != nil {
+		b.t.Fatalf("marker of %s: %v", rt.ContainerID, err)
+	}
+	return m
+}
+
 // Connect is a client's first action: one TCP connection to the server.
 func (b *CiliumCrossNodeBed) Connect(rt *libcni.RuntimeConf) error {
 	return cnitest.FirstConnect(rt.NetNS, b.ServerIP+":8080")
@@ -181,13 +229,17 @@ func (c *RealCilium) CNI(t testing.TB, dir string) *libcni.CNIConfig {
 	return libcni.NewCNIConfigWithCacheDir([]string{bin}, filepath.Join(dir, "cache"), nil)
 }
 
-// AddPod creates the Pod default/name labelled app=app on this agent's
-// node and runs list's ADD for it, DEL at cleanup; it returns the pod's IP.
-func (c *RealCilium) AddPod(t testing.TB, cni *libcni.CNIConfig, list *libcni.NetworkConfigList, name, app string) (*libcni.RuntimeConf, string, error) {
+// AddPod creates the Pod default/name labelled app=app, with a readiness
+// gate per condition type in gates, on this agent's node and runs list's
+// ADD for it, DEL at cleanup; it returns the pod's IP.
+func (c *RealCilium) AddPod(t testing.TB, cni *libcni.CNIConfig, list *libcni.NetworkConfigList, name, app string, gates ...string) (*libcni.RuntimeConf, string, error) {
 	t.Helper()
 	ctx := context.Background()
 	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: name, Labels: map[string]string{"app": app}},
 		Spec: corev1.PodSpec{NodeName: c.node.name, Containers: []corev1.Container{{Name: "c", Image: "x"}}}}
+	for _, g := range gates {
+		pod.Spec.ReadinessGates = append(pod.Spec.ReadinessGates, corev1.PodReadinessGate{ConditionType: corev1.PodConditionType(g)})
+	}
 	created, err := c.api.Admin.CoreV1().Pods("default").Create(ctx, pod, metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)

@@ -185,7 +185,14 @@ func (a *APIServer) Port() int { return a.port }
 // applyRBAC creates the objects of deploy/rbac.yaml, the manifests users
 // apply, so that the tests run with exactly the rights they grant.
 func (a *APIServer) applyRBAC() {
-	data, err := os.ReadFile(harness.RepoPath("deploy", "rbac.yaml"))
+	a.ApplyRBAC(harness.RepoPath("deploy", "rbac.yaml"))
+}
+
+// ApplyRBAC creates the ServiceAccounts, Roles, ClusterRoles and their
+// bindings of one of deploy/'s manifests, such as a component's rbac.yaml.
+func (a *APIServer) ApplyRBAC(path string) {
+	a.t.Helper()
+	data, err := os.ReadFile(path)
 	if err != nil {
 		a.t.Fatal(err)
 	}
@@ -217,7 +224,7 @@ func (a *APIServer) applyRBAC() {
 			yaml.Unmarshal(doc, &o)
 			_, err = a.Admin.RbacV1().RoleBindings(o.Namespace).Create(ctx, &o, metav1.CreateOptions{})
 		default:
-			a.t.Fatalf("deploy/rbac.yaml: unexpected kind %q", meta.Kind)
+			a.t.Fatalf("%s: unexpected kind %q", path, meta.Kind)
 		}
 		if err != nil {
 			a.t.Fatalf("apply %s: %v", meta.Kind, err)
