@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"net/url"
 
 	"github.com/netready/netready/pkg/attachment"
 	"github.com/netready/netready/pkg/endpoint"
@@ -37,7 +36,7 @@ func CiliumEndpointOf(ctx context.Context, socket string, att *attachment.Attach
 	}
 	ctx, cancel := context.WithTimeout(ctx, httpRequestTimeout)
 	defer cancel()
-	path := "/v1/endpoint/" + url.PathEscape("cni-attachment-id:"+att.ContainerID+":"+att.IfName)
+	path := ciliumEndpointPath(att)
 	resp, err := httpget.Get(ctx, e.Dial, e.Host, path, true, maxHTTPBody)
 	if err != nil {
 		return CiliumLocal{}, fmt.Errorf("cilium agent at %s: %w", socket, err)

@@ -129,9 +129,13 @@ const CiliumInitIdentity = 5
 //     realized, each an EndpointPolicy with policy-revision);
 //   - pkg/identity: the reserved identity "init" is 5.
 func ciliumCheck(socket string, att *attachment.Attachment) (Check, error) {
-	path := "/v1/endpoint/" + url.PathEscape("cni-attachment-id:"+att.ContainerID+":"+att.IfName)
 	target := fmt.Sprintf("cilium endpoint cni-attachment-id:%s:%s", att.ContainerID, att.IfName)
-	return newHTTPCheck(socket, path, target, ciliumReady)
+	return newHTTPCheck(socket, ciliumEndpointPath(att), target, ciliumReady)
+}
+
+// ciliumEndpointPath is where the agent's API serves att's endpoint.
+func ciliumEndpointPath(att *attachment.Attachment) string {
+	return "/v1/endpoint/" + url.PathEscape("cni-attachment-id:"+att.ContainerID+":"+att.IfName)
 }
 
 // ciliumReady judges an Endpoint, naming the state it is in.

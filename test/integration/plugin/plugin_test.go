@@ -20,6 +20,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/netready/netready/pkg/attachment"
+	"github.com/netready/netready/pkg/checks"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/test/harness"
 	"github.com/netready/netready/test/harness/cnitest"
@@ -201,6 +202,31 @@ func TestCheckFailsWhenDatapathBreaks(t *testing.T) {
 			"CNI_IFNAME=eth0", "CNI_NETNS="+netns.Path())
 		if e == nil || !strings.Contains(e.Msg, "check address "+strings.Split(ip, "/")[0]) {
 			t.Errorf("CHECK after address removal = %+v, want a failure naming the address check", e)
+		}
+	})
+	// As a Cilium ADD with crossNode leaves it for an ungated pod, whose
+	// CiliumEndpoint the sidecar never looks at: pending for good, its
+	// local checks met. CHECK must still look at them.
+	t.Run("address removed, marker waiting only on the CiliumEndpoint", func(t *testing.T) {
+		n := cnitest.NewNet(t, "bridge.conflist", nil)
+		netns := cnitest.NewNS(t)
+		out, err := n.Add(netns.Path())
+		if err != nil {
+			t.Fatal(err)
+		}
+		cid := cnitest.ContainerID(netns.Path())
+		m := n.ReadMarker(cid, "eth0")
+		m.State, m.ReadyAt = marker.StatePending, nil
+		m.Checks = append(m.Checks, marker.CheckResult{Kind: checks.KindCiliumPublished, Target: "CiliumEndpoint", Why: "left to the sidecar"})
+		m.Pending = &marker.Pending{CiliumPublished: true}
+		if err := (marker.Store{Dir: n.StateDir}).Write(m); err != nil {
+			t.Fatal(err)
+		}
+		ip := resultIPs(t, out)[0]
+		harness.MustRun(t, "ip", "-n", cnitest.NSName(netns), "addr", "del", ip, "dev", "eth0")
+		_, e := cnitest.Invoke(t, "CHECK", n.PluginConf([]byte(out)), "CNI_CONTAINERID="+cid, "CNI_IFNAME=eth0", "CNI_NETNS="+netns.Path())
+		if e == nil || !strings.Contains(e.Msg, "check address "+strings.Split(ip, "/")[0]) {
+			t.Errorf("CHECK of a marker waiting only on its CiliumEndpoint, address removed = %+v, want a failure naming the address check", e)
 		}
 	})
 }
