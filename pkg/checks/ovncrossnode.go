@@ -37,6 +37,8 @@ type CrossNode struct {
 	Target string
 	// Why it is not ready.
 	Why string
+	// Note, once ready, says what the ready rests on, for the condition.
+	Note string
 	// Bumped: this wait raised nb_cfg itself (false: it joined a raise
 	// made after it had read the value, which serves it as well).
 	Bumped bool
@@ -124,7 +126,7 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 			learned = v.memo
 			out.Target, out.LeftOut = v.target(target), v.stalled
 			if v.met() {
-				out.Ready, out.Why = true, ""
+				out.Ready, out.Why, out.Note = true, "", "the other nodes' ovn-controllers have programmed it (OVN's barrier)"
 				return done()
 			}
 			out.Why = v.why(target)

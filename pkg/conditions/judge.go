@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/config"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/publish"
@@ -379,7 +380,8 @@ func sandboxUp(pod *corev1.Pod) (time.Time, bool) {
 // without one while its markers wait only on the sidecar's confirmation of
 // the CiliumEndpoint (crossNode with Cilium), which takes a few ms: one
 // True then, not a False and a True, is the one write per pod start. A
-// pod still waiting after it shows False with the reason.
+// pod still waiting after it shows False with the reason. crossNode's
+// "settle" adds to it, for the same reason.
 const sidecarPartHold = 2 * time.Second
 
 // publishHold is how long the pod may still go without a condition (see
@@ -393,8 +395,12 @@ func publishHold(current []*marker.Marker, cur *corev1.PodCondition, now time.Ti
 		switch {
 		case m.State == marker.StateReady:
 		case m.OnlyUnmet(checks.KindCiliumPublished):
+			hold := sidecarPartHold
+			if m.Pending != nil {
+				hold += time.Duration(min(m.Pending.CiliumSettleMs, config.MaxSettle.Milliseconds())) * time.Millisecond
+			}
 			// Bounded: a clock stepped back must not hold the False longer.
-			left = max(left, min(m.CreatedAt.Add(sidecarPartHold).Sub(now), sidecarPartHold))
+			left = max(left, min(m.CreatedAt.Add(hold).Sub(now), hold))
 		default:
 			return 0
 		}

@@ -383,7 +383,8 @@ func TestJudgeOff(t *testing.T) {
 // TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint: a pod whose markers
 // wait only on the sidecar's look at its CiliumEndpoint gets no condition
 // for the first 2 s after ADD (the gate holds it meanwhile), so that a
-// prompt publish costs one write, the True; then, or with any other unmet
+// prompt publish costs one write, the True (2 s plus crossNode's settle
+// with it); then, or with any other unmet
 // check, or once it shows a condition, it is judged as always.
 func TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint(t *testing.T) {
 	t0 := time.Date(2026, 12, 2, 12, 0, 0, 0, time.UTC)
@@ -392,6 +393,10 @@ func TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint(t *testing.T) {
 	mk := func(results ...marker.CheckResult) *marker.Marker {
 		return &marker.Marker{Network: "cilium", ContainerID: "aaaaaaaaaaaa-sandbox", IfName: "eth0", IPs: []string{"10.1.0.5/32"},
 			State: marker.StatePending, CreatedAt: marker.Time{Time: t0}, Checks: results}
+	}
+	settled := func(m *marker.Marker) *marker.Marker {
+		m.Pending = &marker.Pending{CiliumPublished: true, CiliumSettleMs: 1000}
+		return m
 	}
 	local := marker.CheckResult{Kind: "http", Target: "cilium endpoint", Ready: true}
 	unmet := marker.CheckResult{Kind: "address", Target: "10.1.0.5", Why: "not yet"}
@@ -408,6 +413,8 @@ func TestJudgeHoldsTheFirstWriteForTheCiliumEndpoint(t *testing.T) {
 	}{
 		{"only the CiliumEndpoint left, 500 ms after ADD", mk(local, left), nil, t0.Add(500 * time.Millisecond), judgement{After: 1500 * time.Millisecond}},
 		{"only the CiliumEndpoint left, 2 s after ADD", mk(local, left), nil, t0.Add(2 * time.Second), notProgrammed(mk(local, left), t0.Add(2*time.Second))},
+		{"with settle 1s, 2.5 s after ADD", settled(mk(local, left)), nil, t0.Add(2500 * time.Millisecond), judgement{After: 500 * time.Millisecond}},
+		{"with settle 1s, 3 s after ADD", settled(mk(local, left)), nil, t0.Add(3 * time.Second), notProgrammed(settled(mk(local, left)), t0.Add(3*time.Second))},
 		{"a local check unmet too", mk(unmet, left), nil, t0.Add(500 * time.Millisecond), notProgrammed(mk(unmet, left), t0.Add(500*time.Millisecond))},
 		{"a condition shown already", mk(local, left), shown, t0.Add(500 * time.Millisecond), notProgrammed(mk(local, left), t0.Add(500*time.Millisecond))},
 	}

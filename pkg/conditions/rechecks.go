@@ -3,8 +3,10 @@ package conditions
 import (
 	"context"
 	"errors"
+	"io/fs"
 
 	"github.com/netready/netready/pkg/checks"
+	"github.com/netready/netready/pkg/kubeapi"
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/pending"
 )
@@ -21,7 +23,7 @@ func (c *Controller) startCheck(path string, m *marker.Marker) {
 	sched := pending.Schedule{Round: recheckRound, Patience: c.opts.PendingTimeout, MaxGap: recheckMax}
 	go func() {
 		defer st.cancel()
-		done, err := c.recheck(ctx, pending.Inputs{Store: c.store, CiliumEndpoints: c.client}, m, sched, func(p *marker.Marker) {
+		done, err := c.recheck(ctx, pending.Inputs{Store: c.store, CiliumEndpoints: countedCEPs{c}, Off: c.state.isOff}, m, sched, func(p *marker.Marker) {
 			c.state.recheckProgressed(path, st, p)
 			c.queue.Add(podKey)
 		})
@@ -49,4 +51,18 @@ func crossNodeTarget(m *marker.Marker) string {
 		}
 	}
 	return ""
+}
+
+// countedCEPs reads CiliumEndpoints for the re-checks with the controller's
+// client, and counts the API server's failures (not "none yet", nor a read
+// cut short by the re-check's own end) in netready_api_errors_total, as
+// its other requests are.
+type countedCEPs struct{ c *Controller }
+
+func (k countedCEPs) GetCiliumEndpoint(ctx context.Context, namespace, name string) ([]byte, error) {
+	data, err := k.c.client.GetCiliumEndpoint(ctx, namespace, name)
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+		k.c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
+	}
+	return data, err
 }

@@ -36,15 +36,19 @@ const (
 	// node (in interconnect mode, its zone's databases) serves the OVN
 	// northbound and southbound databases.
 	DefaultOVNNBSocket = "/var/run/ovn/ovnnb_db.sock"
+	// MaxSettle bounds Cilium's statistical hold: it delays every gated
+	// pod, and a propagation that needs longer is an incident, not a
+	// spread to wait out.
+	MaxSettle          = 10 * time.Second
 	DefaultOVNSBSocket = "/var/run/ovn/ovnsb_db.sock"
 )
 
 // CrossNodeConf is the top-level "crossNode" key: after the pod's own node
 // has programmed it, wait until what the other nodes learn it from holds
 // it. With ovn-kubernetes, ADD waits on OVN's barrier (nb_cfg) until the
-// other chassis have programmed it, and every key applies; with Cilium,
-// the sidecar waits until the pod's CiliumEndpoint is published, and no
-// key applies.
+// other chassis have programmed it, and every key but "settle" applies;
+// with Cilium, the sidecar waits until the pod's CiliumEndpoint is
+// published, then "settle" longer if set, and no other key applies.
 type CrossNodeConf struct {
 	TimeoutRaw       string `json:"timeout,omitempty"`
 	StallAfterRaw    string `json:"stallAfter,omitempty"`
@@ -52,11 +56,16 @@ type CrossNodeConf struct {
 	// NBSocket and SBSocket are the unix sockets of the OVN databases.
 	NBSocket string `json:"nbSocket,omitempty"`
 	SBSocket string `json:"sbSocket,omitempty"`
+	// SettleRaw (Cilium only): how long the sidecar still holds the pod's
+	// readiness once its CiliumEndpoint is published, for the other
+	// nodes' agents to learn it. Statistical: nothing confirms they have.
+	SettleRaw string `json:"settle,omitempty"`
 
 	// Timeout, StallAfter and RaiseInterval are their raw keys parsed.
 	Timeout       time.Duration `json:"-"`
 	StallAfter    time.Duration `json:"-"`
 	RaiseInterval time.Duration `json:"-"`
+	Settle        time.Duration `json:"-"`
 }
 
 // crossNodeKey is the top-level key; decodeCrossNode reports near misses of
@@ -82,13 +91,17 @@ func decodeCrossNode(top map[string]json.RawMessage, conf *NetConf) []error {
 	}
 	switch conf.CrossNodeVia() {
 	case PresetCilium:
+		errs = append(errs, ciliumCrossNodeKeys(&cn)...)
 		conf.CrossNode = &cn
-		return append(errs, ciliumCrossNodeKeys(cn)...)
+		return errs
 	case "":
 		if usesOVNPreset(conf) {
 			return append(errs, fmt.Errorf(`%s: the entry checks both ovn-kubernetes and cilium: the cross-node part follows one plugin; keep the checks of the one the node runs`, crossNodeKey))
 		}
 		return append(errs, fmt.Errorf(`%s: needs the "ovn-kubernetes" preset (top-level "preset" or an "ovsdb" check), whose barrier ADD waits on, or the "cilium" preset (top-level "preset" or an "http" check with it), whose CiliumEndpoint the sidecar waits on`, crossNodeKey))
+	}
+	if cn.SettleRaw != "" {
+		errs = append(errs, fmt.Errorf(`%s: "settle" applies to the cilium preset only: with ovn-kubernetes, ADD waits on OVN's barrier until the other chassis have programmed the pod, which needs no statistical hold; remove "settle"`, crossNodeKey))
 	}
 	cn.Defaults()
 	if err := cn.Validate(); err != nil {
@@ -143,13 +156,24 @@ func usesCiliumPreset(conf *NetConf) bool {
 
 // ciliumCrossNodeKeys refuses, each by name, the keys that bound or steer
 // OVN's barrier: with Cilium, ADD does not wait across nodes, so none of
-// them would do anything.
-func ciliumCrossNodeKeys(cn CrossNodeConf) []error {
+// them would do anything. It parses "settle", Cilium's one key, into cn.
+func ciliumCrossNodeKeys(cn *CrossNodeConf) []error {
 	var errs []error
+	if cn.SettleRaw != "" {
+		d, err := time.ParseDuration(cn.SettleRaw)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf(`%s: "settle" %q is not a Go duration such as "300ms"`, crossNodeKey, cn.SettleRaw))
+		case d <= 0 || d > MaxSettle:
+			errs = append(errs, fmt.Errorf(`%s: "settle" %q must be > 0 and <= %s (leave it out for no hold)`, crossNodeKey, cn.SettleRaw, MaxSettle))
+		default:
+			cn.Settle = d
+		}
+	}
 	for _, k := range []struct{ key, val string }{{"timeout", cn.TimeoutRaw}, {"stallAfter", cn.StallAfterRaw},
 		{"raiseInterval", cn.RaiseIntervalRaw}, {"nbSocket", cn.NBSocket}, {"sbSocket", cn.SBSocket}} {
 		if k.val != "" {
-			errs = append(errs, fmt.Errorf(`%s: %q applies to the ovn-kubernetes preset only: with "cilium", ADD does not wait across nodes; the sidecar holds the pod's readiness until its CiliumEndpoint is published. Write "crossNode": {}`, crossNodeKey, k.key))
+			errs = append(errs, fmt.Errorf(`%s: %q applies to the ovn-kubernetes preset only: with "cilium", ADD does not wait across nodes; the sidecar holds the pod's readiness until its CiliumEndpoint is published. Write "crossNode": {}, or {"settle": "300ms"} to hold it longer`, crossNodeKey, k.key))
 		}
 	}
 	return errs

@@ -37,6 +37,7 @@ func TestCrossNodeParse(t *testing.T) {
 		// With Cilium, ADD does not wait across nodes: nothing to default.
 		{"cilium preset", `"preset":"cilium","crossNode":{}`, CrossNodeConf{}},
 		{"a cilium http check instead of the preset", `"checks":[{"kind":"address"},{"kind":"http","preset":"cilium"}],"crossNode":{}`, CrossNodeConf{}},
+		{"cilium with settle", `"preset":"cilium","crossNode":{"settle":"300ms"}`, CrossNodeConf{SettleRaw: "300ms", Settle: 300 * time.Millisecond}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -62,6 +63,14 @@ func TestCrossNodeProblems(t *testing.T) {
 		{"no OVN preset", `"crossNode":{}`, []string{`crossNode: needs the "ovn-kubernetes" preset`, `or the "cilium" preset`}},
 		{"cilium with OVN's keys", `"preset":"cilium","crossNode":{"timeout":"2s","nbSocket":"/x.sock"}`,
 			[]string{`crossNode: "timeout" applies to the ovn-kubernetes preset only`, `crossNode: "nbSocket" applies to the ovn-kubernetes preset only`, `Write "crossNode": {}`}},
+		{"settle with ovn-kubernetes", `"preset":"ovn-kubernetes","crossNode":{"settle":"300ms"}`,
+			[]string{`crossNode: "settle" applies to the cilium preset only`, `remove "settle"`}},
+		{"settle not a duration", `"preset":"cilium","crossNode":{"settle":"300"}`,
+			[]string{`crossNode: "settle" "300" is not a Go duration`}},
+		{"settle out of range", `"preset":"cilium","crossNode":{"settle":"11s"}`,
+			[]string{`crossNode: "settle" "11s" must be > 0 and <= 10s`}},
+		{"settle zero", `"preset":"cilium","crossNode":{"settle":"0s"}`,
+			[]string{`crossNode: "settle" "0s" must be > 0`}},
 		{"both plugins' checks", `"preset":"cilium","checks":[{"kind":"ovsdb","preset":"ovn-kubernetes"}],"crossNode":{}`,
 			[]string{`crossNode: the entry checks both ovn-kubernetes and cilium`}},
 		{"bad durations", `"preset":"ovn-kubernetes","crossNode":{"timeout":"5","stallAfter":"-1s"}`,

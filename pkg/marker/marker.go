@@ -55,6 +55,9 @@ type CheckResult struct {
 	WaitedMs int64  `json:"waitedMs"`
 	// Why it is not ready, from its last probe.
 	Why string `json:"why,omitempty"`
+	// Note says, of a ready result that is not a confirmation, what it
+	// rests on (crossNode's "settle" with Cilium: a statistical hold).
+	Note string `json:"note,omitempty"`
 }
 
 // Pending is what the sidecar needs to re-run the checks of a pending
@@ -76,6 +79,10 @@ type Pending struct {
 	// re-checks such a marker as before (the local checks alone) rather
 	// than wait on OVN's barrier.
 	CiliumPublished bool `json:"ciliumPublished,omitempty"`
+	// CiliumSettleMs is crossNode's "settle" with Cilium: once the
+	// CiliumEndpoint is published, the sidecar holds the marker pending
+	// this much longer. A sidecar from before it ignores it: no hold.
+	CiliumSettleMs int64 `json:"ciliumSettleMs,omitempty"`
 }
 
 // Time marshals as RFC 3339 in UTC with nine fraction digits, as the

@@ -64,6 +64,13 @@ type ciliumPublished struct {
 	// round to the next, so that a CiliumEndpoint that never comes costs
 	// one read per pollMax, not a burst per round.
 	gap time.Duration
+	// settle is crossNode's "settle": how long after publishedAt, when the
+	// CiliumEndpoint was first seen published, the result stays unmet.
+	// publishedAt carries over rounds as gap does, and is reset by any
+	// look that finds it unpublished again.
+	settle      time.Duration
+	publishedAt time.Time
+	off         func() bool // Inputs.Off
 }
 
 // The CiliumEndpoint is read again after pollMin, doubling up to pollMax:
@@ -77,7 +84,8 @@ const (
 
 // ciliumPublishedOf is m's Cilium cross-node part.
 func ciliumPublishedOf(m *marker.Marker, att *attachment.Attachment, ceps CiliumEndpoints) *ciliumPublished {
-	x := &ciliumPublished{pod: m.Pod, att: att, cilium: ceps, pollMin: ciliumPollMin, pollMax: ciliumPollMax, gap: ciliumPollMin}
+	x := &ciliumPublished{pod: m.Pod, att: att, cilium: ceps, pollMin: ciliumPollMin, pollMax: ciliumPollMax, gap: ciliumPollMin,
+		settle: time.Duration(m.Pending.CiliumSettleMs) * time.Millisecond}
 	for _, cc := range m.Pending.Checks {
 		if cc.Kind == config.KindHTTP && cc.Preset == config.PresetCilium {
 			x.socket = cc.URL
@@ -90,7 +98,7 @@ func ciliumPublishedOf(m *marker.Marker, att *attachment.Attachment, ceps Cilium
 }
 
 // wait reads the agent's endpoint and the CiliumEndpoint until they agree
-// or bound ends.
+// (and then settle has passed), or bound ends.
 func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created time.Time) marker.CheckResult {
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
@@ -98,9 +106,24 @@ func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created
 	for {
 		why, failed := x.unmet(ctx)
 		if why == "" {
-			r.Ready, r.WaitedMs = true, time.Since(created).Milliseconds()
-			return r
+			left := x.settleLeft(time.Now())
+			if left <= 0 {
+				r.Ready, r.WaitedMs, r.Why, r.Note = true, time.Since(created).Milliseconds(), "", x.settledNote()
+				return r
+			}
+			// A stable text: the hold's progress is not news.
+			r.Why = fmt.Sprintf("published; holding for crossNode.settle %s after it, a statistical wait for the other nodes' agents, not a confirmation", x.settle)
+			// Read on meanwhile: a CiliumEndpoint that goes (a new
+			// sandbox's, say) must not be ready at the hold's end.
+			select {
+			case <-ctx.Done():
+				return r
+			case <-time.After(min(left, x.gap)):
+			}
+			x.gap = min(2*x.gap, x.pollMax)
+			continue
 		}
+		x.publishedAt = time.Time{}
 		if ctx.Err() != nil && r.Why != "" {
 			// Cut short by the round's end: the last full look says more.
 			return r
@@ -118,6 +141,27 @@ func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created
 	}
 }
 
+// settleLeft is how much of settle is left at now, once published: it
+// starts at the first look that finds the CiliumEndpoint published, and
+// never exceeds settle, so a clock stepped back cannot stretch it.
+func (x *ciliumPublished) settleLeft(now time.Time) time.Duration {
+	if x.settle <= 0 {
+		return 0
+	}
+	if x.publishedAt.IsZero() {
+		x.publishedAt = now
+	}
+	return min(x.publishedAt.Add(x.settle).Sub(now), x.settle)
+}
+
+// settledNote is the ready result's note: what the ready rests on.
+func (x *ciliumPublished) settledNote() string {
+	if x.settle <= 0 {
+		return "published, whether the other nodes' agents have learned it is not confirmed (no barrier)"
+	}
+	return fmt.Sprintf("published, then held %s (crossNode.settle): statistical, whether the other nodes' agents have learned it is not confirmed", x.settle)
+}
+
 // unmet is why the pod's CiliumEndpoint does not hold what its agent has
 // yet, or ""; failed says no answer came that could change soon.
 func (x *ciliumPublished) unmet(ctx context.Context) (why string, failed bool) {
@@ -130,6 +174,8 @@ func (x *ciliumPublished) unmet(ctx context.Context) (why string, failed bool) {
 		return "this sidecar cannot read CiliumEndpoints", true
 	case len(x.ips) == 0:
 		return "the attachment has no IP to find in the CiliumEndpoint", true
+	case x.off != nil && x.off():
+		return "netready is switched off: the CiliumEndpoint is not read until it is on again", true
 	}
 	// The CiliumEndpoint first: while there is none, the agent need not
 	// be asked what it should hold.

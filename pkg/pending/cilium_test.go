@@ -253,3 +253,82 @@ func TestCiliumPublishedNeedsAnIP(t *testing.T) {
 		t.Errorf("unmet = %q, %v", why, failed)
 	}
 }
+
+// TestRecheckHoldsForSettleOncePublished: with crossNode's "settle", the
+// marker stays pending once the CiliumEndpoint is published, saying it
+// holds for a statistical wait, and its ready result says what it rests
+// on; a look that finds it unpublished again starts the hold over.
+func TestRecheckHoldsForSettleOncePublished(t *testing.T) {
+	s := marker.Store{Dir: filepath.Join(t.TempDir(), "state")}
+	m := ciliumMarker(t, s, fakeAgent(t, 1234))
+	m.Pending.CiliumSettleMs = 300
+	ok := answer(cep("c1", 42, 1234, "10.200.0.5"))
+	ceps := &cepSequence{steps: []func() ([]byte, error){ok, notFound, ok}}
+	var mu sync.Mutex
+	var shown []string
+	progress := func(p *marker.Marker) {
+		mu.Lock()
+		defer mu.Unlock()
+		for _, c := range p.Checks {
+			if c.Kind == checks.KindCiliumPublished && !c.Ready {
+				shown = append(shown, c.Why)
+			}
+		}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	start := time.Now()
+	got, err := Recheck(ctx, Inputs{Store: s, CiliumEndpoints: ceps}, m, Schedule{Round: 100 * time.Millisecond, Patience: time.Minute, MaxGap: time.Second}, progress)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var published *marker.CheckResult
+	for i, c := range got.Checks {
+		if c.Kind == checks.KindCiliumPublished {
+			published = &got.Checks[i]
+		}
+	}
+	if got.State != marker.StateReady || published == nil || !published.Ready {
+		t.Fatalf("marker %s with cross-node result %+v, want ready", got.State, published)
+	}
+	want := "published, then held 300ms (crossNode.settle): statistical, whether the other nodes' agents have learned it is not confirmed"
+	if diff := cmp.Diff(want, published.Note); diff != "" {
+		t.Errorf("ready result's note (-want +got):\n%s", diff)
+	}
+	if published.Why != "" {
+		t.Errorf("ready result still says why not: %q", published.Why)
+	}
+	// Published, gone, published: the hold restarted at the second, so it
+	// ended no sooner than 300 ms after the third read (at least 50 ms in).
+	if took := time.Since(start); took < 350*time.Millisecond {
+		t.Errorf("ready after %s: the hold did not start over when the CiliumEndpoint went away", took)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	joined := strings.Join(shown, "\n")
+	for _, w := range []string{"published; holding for crossNode.settle 300ms after it, a statistical wait for the other nodes' agents, not a confirmation", "not published yet"} {
+		if !strings.Contains(joined, w) {
+			t.Errorf("progress never said %q; it said %q", w, shown)
+		}
+	}
+}
+
+// TestCiliumPublishedReadsNothingWhileOff: while netready is switched off
+// the re-check asks the API server nothing, and says why it waits.
+func TestCiliumPublishedReadsNothingWhileOff(t *testing.T) {
+	ceps := &cepSequence{steps: []func() ([]byte, error){answer(cep("c1", 42, 1234, "10.200.0.5"))}}
+	off := true
+	x := &ciliumPublished{socket: "unix:///nowhere", pod: attachment.Pod{Namespace: "default", Name: "web-0"},
+		att: &attachment.Attachment{ContainerID: "c1", IfName: "eth0"}, ips: []string{"10.200.0.5"}, cilium: ceps, off: func() bool { return off }}
+	why, failed := x.unmet(context.Background())
+	if why != "netready is switched off: the CiliumEndpoint is not read until it is on again" || !failed {
+		t.Errorf("unmet while off = %q, %v", why, failed)
+	}
+	if ceps.calls != 0 {
+		t.Errorf("%d CiliumEndpoint reads while off, want none", ceps.calls)
+	}
+	off = false
+	if x.unmet(context.Background()); ceps.calls != 1 {
+		t.Errorf("%d CiliumEndpoint reads once on again, want 1", ceps.calls)
+	}
+}

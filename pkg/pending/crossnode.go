@@ -34,7 +34,9 @@ type crossWait interface {
 // CiliumEndpoint, or OVN's barrier.
 func crossNodeOf(in Inputs, m *marker.Marker, att *attachment.Attachment) (crossWait, error) {
 	if m.Pending.CiliumPublished {
-		return ciliumPublishedOf(m, att, in.CiliumEndpoints), nil
+		x := ciliumPublishedOf(m, att, in.CiliumEndpoints)
+		x.off = in.Off
+		return x, nil
 	}
 	if m.Pending.CrossNode == nil {
 		return nil, nil
@@ -56,7 +58,7 @@ func (x *crossNode) wait(ctx context.Context, bound time.Duration, created time.
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	cn := checks.WaitOVNCrossNode(ctx, &x.conf, x.ifaceID, x.memoDir)
-	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why}
+	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why, Note: cn.Note}
 	if cn.Ready {
 		r.WaitedMs = time.Since(created).Milliseconds()
 	}

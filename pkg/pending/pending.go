@@ -52,6 +52,10 @@ func (s Schedule) Gap(created, t time.Time, n int) time.Duration {
 type Inputs struct {
 	Store           marker.Store
 	CiliumEndpoints CiliumEndpoints
+	// Off, when set and true, says netready is switched off (package
+	// offswitch): the re-check then reads no CiliumEndpoint, so that an
+	// incident costs the API server nothing more.
+	Off func() bool
 }
 
 // writeRetryMin is the first pause after a marker write that failed for a

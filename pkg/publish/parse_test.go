@@ -14,7 +14,8 @@ import (
 // TestParseMessage reads back what ForMarkers writes.
 func TestParseMessage(t *testing.T) {
 	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
-	ready := &marker.Marker{Network: "a-net", IfName: "eth0", State: marker.StateReady, WaitedMs: 212}
+	ready := &marker.Marker{Network: "a-net", IfName: "eth0", State: marker.StateReady, WaitedMs: 212,
+		Checks: []marker.CheckResult{{Kind: "cilium-endpoint-published", Target: "CiliumEndpoint default/w", Ready: true, Note: "published; network x (eth9): waiting for: y"}}}
 	pending := &marker.Marker{Network: "b-net", IfName: "net1", State: marker.StatePending, CreatedAt: marker.Time{Time: now.Add(-time.Second)},
 		Checks: []marker.CheckResult{{Kind: "route", Ready: true}, {Kind: "file", Target: "/run/x; y", Why: "file does not exist (yet)"}, {Kind: "nftables", Target: "set inet/t/s has 10.0.0.5", Why: "IP not in the set yet"}}}
 	late := &marker.Marker{Network: "c-net", IfName: "eth0", State: marker.StatePending, CreatedAt: marker.Time{Time: now.Add(-time.Hour)},

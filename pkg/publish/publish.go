@@ -71,7 +71,7 @@ func ForMarkers(ms []*marker.Marker, condType string, patience time.Duration, no
 	for _, m := range ms {
 		name := fmt.Sprintf("network %s (%s)", m.Network, m.IfName)
 		if m.State == marker.StateReady {
-			parts = append(parts, fmt.Sprintf("%s programmed after %d ms", name, m.WaitedMs))
+			parts = append(parts, fmt.Sprintf("%s programmed after %d ms%s", name, m.WaitedMs, restsOn(m)))
 			continue
 		}
 		c.Status, c.Reason = corev1.ConditionFalse, ReasonNotProgrammed
@@ -191,6 +191,22 @@ func WithUnreadable(c *corev1.PodCondition, bad []Unreadable, condType string) c
 	}
 	return corev1.PodCondition{Type: corev1.PodConditionType(condType), Status: corev1.ConditionFalse,
 		Reason: ReasonMarkerUnreadable, Message: truncate(msg)}
+}
+
+// restsOn names, for a ready marker, the results that carry a note (the
+// cross-node parts: what across nodes the ready rests on), or "". It
+// writes no "; ", which separates attachments.
+func restsOn(m *marker.Marker) string {
+	var notes []string
+	for _, ch := range m.Checks {
+		if ch.Ready && ch.Note != "" {
+			notes = append(notes, ch.Kind+" "+ch.Target+": "+ch.Note)
+		}
+	}
+	if len(notes) == 0 {
+		return ""
+	}
+	return " (" + strings.ReplaceAll(strings.Join(notes, ", "), "; ", ", ") + ")"
 }
 
 // Unmet lists a marker's unmet checks with why.

@@ -37,6 +37,18 @@ func TestForMarkers(t *testing.T) {
 			want:    corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: ReasonProgrammed, Message: "network podnet (eth0) programmed after 12 ms"},
 		},
 		{
+			name: "ready across nodes names what it rests on",
+			markers: []*marker.Marker{func() *marker.Marker {
+				m := mk("podnet", "eth0", marker.StateReady)
+				m.Checks = []marker.CheckResult{{Kind: "route", Target: "10.1.0.5", Ready: true},
+					{Kind: "ovn-cross-node", Target: "Chassis_Private.nb_cfg >= 7 on 1 of 2 chassis; left out, stalled: b (nb_cfg 5)", Ready: true, Note: "the other nodes have it"}}
+				return m
+			}(), mk("z-net", "net1", marker.StateReady)},
+			now: t0,
+			want: corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: ReasonProgrammed,
+				Message: "network podnet (eth0) programmed after 12 ms (ovn-cross-node Chassis_Private.nb_cfg >= 7 on 1 of 2 chassis, left out, stalled: b (nb_cfg 5): the other nodes have it); network z-net (net1) programmed after 12 ms"},
+		},
+		{
 			name:    "one pending of two, in any order",
 			markers: []*marker.Marker{mk("b-net", "net1", marker.StatePending), mk("a-net", "eth0", marker.StateReady)},
 			now:     t0,

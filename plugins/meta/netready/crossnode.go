@@ -24,7 +24,7 @@ func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.L
 		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
 	}
 	log.Info("cross-node wait done", "ready", cn.Ready, "target", cn.Target, "bumped", cn.Bumped, "pacedMs", cn.Paced.Milliseconds(), "waitedMs", cn.Waited.Milliseconds(), "why", cn.Why)
-	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why}
+	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why, Note: cn.Note}
 	if cn.Ready {
 		r.WaitedMs = cn.Waited.Milliseconds()
 	}
@@ -63,6 +63,7 @@ func pendingOf(conf *config.NetConf, att *attachment.Attachment) *marker.Pending
 	}
 	if conf.CrossNodeVia() == config.PresetCilium {
 		p.CiliumPublished = att.Pod.Namespace != "" && att.Pod.Name != ""
+		p.CiliumSettleMs = conf.CrossNode.Settle.Milliseconds()
 		return p
 	}
 	p.CrossNode, p.OVNIfaceID = conf.CrossNode, ovnIfaceID(att.Pod)

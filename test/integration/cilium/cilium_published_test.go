@@ -28,7 +28,8 @@ import (
 // its condition naming the missing CiliumEndpoint, while node B indeed
 // has no identity for it; once the policy goes, A's agent publishes it,
 // and the pod turns Ready on a CiliumEndpoint that is its own sandbox's
-// with the agent's identity.
+// with the agent's identity. With crossNode's "settle", the pod is held
+// that much longer after the publish, and its True says so.
 func TestCiliumPodIsReadyOnlyOnceItsCiliumEndpointIsPublished(t *testing.T) {
 	b := agents.StartCiliumCrossNodeBed(t)
 	b.API.ApplyRBAC(harness.RepoPath("deploy", "components", "cilium", "rbac.yaml"))
@@ -45,6 +46,28 @@ func TestCiliumPodIsReadyOnlyOnceItsCiliumEndpointIsPublished(t *testing.T) {
 	cond := kube.WaitCondition(t, b.API, "pub-0", 30*time.Second, "Ready on its CiliumEndpoint", isTrue)
 	publishedIsOwn(t, b, "pub-0", rt.ContainerID+":"+rt.IfName, ip)
 	t.Logf("pub-0 Ready: %s; node B's identity for %s then: %d", cond.Message, ip, identityOf(b, ip))
+	if want := "(cilium-endpoint-published CiliumEndpoint default/pub-0: published, whether the other nodes' agents have learned it is not confirmed (no barrier))"; !strings.Contains(cond.Message, want) {
+		t.Errorf("pub-0's True says %q; want it to say what it rests on across nodes: %q", cond.Message, want)
+	}
+
+	// crossNode's settle: once published, the sidecar holds the pod 3 s
+	// more, and the True says that the hold was statistical.
+	settled := b.Chain(map[string]any{"type": "netready", "stateDir": b.State, "timeout": "20s", "onTimeout": "fail", "logFile": b.Log,
+		"checks":    []any{map[string]any{"kind": "address"}, map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + b.A.Sock}},
+		"crossNode": map[string]any{"settle": "3s"}})
+	rt, ip, _, err = b.AddGated(settled, "pub-1", "web")
+	if err != nil {
+		t.Fatalf("ADD pub-1: %v\n%s", err, b.A.Log(40))
+	}
+	kube.SetSandboxStatus(t, b.API, "pub-1", corev1.ConditionTrue, ip)
+	cond = kube.WaitCondition(t, b.API, "pub-1", 30*time.Second, "Ready after the settle hold", isTrue)
+	publishedIsOwn(t, b, "pub-1", rt.ContainerID+":"+rt.IfName, ip)
+	if want := "published, then held 3s (crossNode.settle): statistical, whether the other nodes' agents have learned it is not confirmed"; !strings.Contains(cond.Message, want) {
+		t.Errorf("pub-1's True says %q; want %q", cond.Message, want)
+	}
+	if m := b.Marker(rt); m.ReadyAt == nil || m.ReadyAt.Sub(m.CreatedAt.Time) < 3*time.Second {
+		t.Errorf("pub-1's marker: ready at %v, created at %v: the 3 s hold after the publish did not hold it", m.ReadyAt, m.CreatedAt)
+	}
 
 	denyCiliumEndpoint(t, b.API, "held-0")
 	rt, ip, took, err := b.AddGated(list, "held-0", "web")
