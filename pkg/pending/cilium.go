@@ -80,6 +80,9 @@ type ciliumPublished struct {
 const (
 	ciliumPollMin = 50 * time.Millisecond
 	ciliumPollMax = 5 * time.Second
+	// ciliumReadTimeout bounds one look: the agent's answer and the
+	// CiliumEndpoint's read, with any wait for client-go's rate limiter.
+	ciliumReadTimeout = 10 * time.Second
 )
 
 // ciliumPublishedOf is m's Cilium cross-node part.
@@ -100,11 +103,23 @@ func ciliumPublishedOf(m *marker.Marker, att *attachment.Attachment, ceps Cilium
 // wait reads the agent's endpoint and the CiliumEndpoint until they agree
 // (and then settle has passed), or bound ends.
 func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created time.Time) marker.CheckResult {
+	// The round's bound paces the pauses only. A read runs under its own
+	// timeout: under the round's deadline, client-go's rate limiter
+	// refuses a read it cannot fit before it, and that refusal would
+	// stand as the reason instead of what the CiliumEndpoint says.
+	parent := ctx
 	ctx, cancel := context.WithTimeout(ctx, bound)
 	defer cancel()
 	r := marker.CheckResult{Kind: checks.KindCiliumPublished, Target: checks.CiliumPublishedTarget(x.pod.Namespace, x.pod.Name)}
 	for {
-		why, failed := x.unmet(ctx)
+		rctx, rcancel := context.WithTimeout(parent, ciliumReadTimeout)
+		why, failed := x.unmet(rctx)
+		rcancel()
+		if parent.Err() != nil {
+			// Stopped (the marker or the sidecar went): the last full
+			// look says more than a read cut short.
+			return r
+		}
 		if why == "" {
 			left := x.settleLeft(time.Now())
 			if left <= 0 {
@@ -124,10 +139,6 @@ func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created
 			continue
 		}
 		x.publishedAt = time.Time{}
-		if ctx.Err() != nil && r.Why != "" {
-			// Cut short by the round's end: the last full look says more.
-			return r
-		}
 		r.Why = why
 		if failed {
 			x.gap = x.pollMax

@@ -46,7 +46,7 @@ func TestCiliumPodIsReadyOnlyOnceItsCiliumEndpointIsPublished(t *testing.T) {
 	cond := kube.WaitCondition(t, b.API, "pub-0", 30*time.Second, "Ready on its CiliumEndpoint", isTrue)
 	publishedIsOwn(t, b, "pub-0", rt.ContainerID+":"+rt.IfName, ip)
 	t.Logf("pub-0 Ready: %s; node B's identity for %s then: %d", cond.Message, ip, identityOf(b, ip))
-	if want := "(cilium-endpoint-published CiliumEndpoint default/pub-0: published, whether the other nodes' agents have learned it is not confirmed (no barrier))"; !strings.Contains(cond.Message, want) {
+	if want := "(cilium-endpoint-published CiliumEndpoint default/pub-0 holds the endpoint's container, identity and IPs: published, whether the other nodes' agents have learned it is not confirmed (no barrier))"; !strings.Contains(cond.Message, want) {
 		t.Errorf("pub-0's True says %q; want it to say what it rests on across nodes: %q", cond.Message, want)
 	}
 
