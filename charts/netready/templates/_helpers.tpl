@@ -137,7 +137,7 @@ CiliumEndpoint) when the preset or an http check's preset is Cilium's,
 
 {{- /*
 netready.refuseCiliumCrossNodeKeys fails the render, naming each, when a
-crossNode key is given with Cilium: they bound and steer ADD's wait on
+crossNode key of OVN's is given with Cilium: they bound and steer ADD's wait on
 OVN's barrier, and with Cilium ADD does not wait across nodes (the
 plugin would refuse them on every node).
 */ -}}
@@ -149,7 +149,7 @@ plugin would refuse them on every node).
 {{- if hasKey $inEntry . -}}{{- $given = append $given (printf "entry.crossNode.%s" .) -}}{{- end -}}
 {{- end -}}
 {{- if $given -}}
-{{- fail (printf "netready chart: %s %s to preset=ovn-kubernetes only; leave %s out: with cilium, ADD does not wait across nodes (the sidecar holds the pod's readiness until its CiliumEndpoint is published), so crossNode takes no key" (join ", " $given) (ternary "applies" "apply" (eq (len $given) 1)) (ternary "it" "them" (eq (len $given) 1))) -}}
+{{- fail (printf "netready chart: %s %s to preset=ovn-kubernetes only; leave %s out: with cilium, ADD does not wait across nodes (the sidecar holds the pod's readiness until its CiliumEndpoint is published), so of crossNode's keys only settle applies" (join ", " $given) (ternary "applies" "apply" (eq (len $given) 1)) (ternary "it" "them" (eq (len $given) 1))) -}}
 {{- end -}}
 {{- end -}}
 

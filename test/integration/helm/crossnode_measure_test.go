@@ -11,30 +11,39 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 
+	"github.com/netready/netready/test/harness/cnitest"
 	"github.com/netready/netready/test/harness/kube"
 )
 
 // TestHelmChartRendersSettleIntoTheEntryWithCilium: crossNode.settle,
 // with preset=cilium and crossNode.enabled, is the entry's
 // crossNode.settle, in the values' fragment merged over
-// 55-cross-node.json; without crossNode.enabled it fails the render, as
-// OVN's keys do.
+// 55-cross-node.json, which the real installer's --validate accepts; the
+// installer refuses a settle beyond the plugin's 10s, naming it, so the
+// chart hands the plugin's bounds on rather than its own. Without
+// crossNode.enabled it fails the render, as OVN's keys do.
 func TestHelmChartRendersSettleIntoTheEntryWithCilium(t *testing.T) {
 	for _, tc := range []struct {
-		name string
-		sets []string
+		name, settle string
+		sets         []string
+		ok           bool
 	}{
-		{"as a value", []string{"--set", "preset=cilium", "--set", "crossNode.enabled=true", "--set", "crossNode.settle=250ms"}},
-		{"an http check with preset cilium", []string{"--set", "crossNode.enabled=true", "--set", "crossNode.settle=250ms",
-			"--set-json", `entry={"checks":[{"kind":"http","preset":"cilium"}]}`}},
+		{"as a value", "250ms", []string{"--set", "preset=cilium"}, true},
+		{"an http check with preset cilium", "250ms", []string{"--set-json", `entry={"checks":[{"kind":"http","preset":"cilium"}]}`}, true},
+		{"at the bound", "10s", []string{"--set", "preset=cilium"}, true},
+		{"over the bound", "11s", []string{"--set", "preset=cilium"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, data := entryDir(t, tc.sets...)
+			dir, data := entryDir(t, append(tc.sets, "--set", "crossNode.enabled=true", "--set", "crossNode.settle="+tc.settle)...)
 			if got := fmt.Sprint(data["55-cross-node.json"]); got != "{\"crossNode\": {}}\n" {
 				t.Errorf("the entry's 55-cross-node.json = %q, want {\"crossNode\": {}}", got)
 			}
-			if got := fmt.Sprint(data["90-values.json"]); !strings.Contains(got, `"crossNode":{"settle":"250ms"}`) {
-				t.Errorf("the entry's 90-values.json = %q, want crossNode.settle 250ms in it", got)
+			if got, want := fmt.Sprint(data["90-values.json"]), `"crossNode":{"settle":"`+tc.settle+`"}`; !strings.Contains(got, want) {
+				t.Errorf("the entry's 90-values.json = %q, want %s in it", got, want)
+			}
+			code, out := cnitest.Installer(t, "--validate", dir)
+			if (code == 0) != tc.ok || (!tc.ok && !strings.Contains(out, `"settle"`)) {
+				t.Errorf("netready-install --validate of the rendered entry = exit %d\n%s\nwant ok %v (naming settle)", code, out, tc.ok)
 			}
 		})
 	}
