@@ -32,6 +32,7 @@ var generated = []struct {
 	{out: "deploy/entry/10-entry.json", source: "files/10-entry.json"},
 	{out: "deploy/components/calico/rbac.yaml", source: "templates/calico-rbac.yaml", sets: []string{"preset=calico"}},
 	{out: "deploy/components/cilium/rbac.yaml", source: "templates/cilium-rbac.yaml", sets: []string{"preset=cilium"}},
+	{out: "deploy/components/cilium-propagation/rbac.yaml", source: "templates/cilium-propagation-rbac.yaml", sets: []string{"preset=cilium", "crossNode.measure.enabled=true"}},
 	{out: "deploy/components/monitoring/service.yaml", source: "templates/monitoring/service.yaml", sets: []string{"monitoring.enabled=true"}},
 	{out: "deploy/components/monitoring/servicemonitor.yaml", source: "templates/monitoring/servicemonitor.yaml", sets: []string{"monitoring.enabled=true"}},
 	{out: "deploy/components/monitoring/prometheusrule.yaml", source: "templates/monitoring/prometheusrule.yaml", sets: []string{"monitoring.enabled=true"}},

@@ -51,14 +51,18 @@ do, and the values that differ from those go last, as 90-values.json.
 {{- if and (not $V.pool.enabled) (or (ne (toJson $V.pool.ipam) "\"auto\"") (not (kindIs "invalid" $V.pool.minFree)) $V.pool.poolAction) -}}
 {{- fail "netready chart: pool.ipam, pool.minFree and pool.poolAction take effect only with pool.enabled=true; set it, or leave them out" -}}
 {{- end -}}
-{{- $xnKeys := omit $V.crossNode "enabled" -}}
+{{- /* measure is the sidecar's, not the entry's (netready.measureCilium). */ -}}
+{{- $xnKeys := omit $V.crossNode "enabled" "measure" -}}
 {{- if and (not $V.crossNode.enabled) $xnKeys -}}
-{{- fail "netready chart: crossNode.timeout, crossNode.stallAfter, crossNode.raiseInterval, crossNode.nbSocket and crossNode.sbSocket take effect only with crossNode.enabled=true; set it, or leave them out" -}}
+{{- $given := list -}}{{- range keys $xnKeys | sortAlpha -}}{{- $given = append $given (printf "crossNode.%s" .) -}}{{- end -}}
+{{- $one := eq (len $given) 1 -}}
+{{- fail (printf "netready chart: %s %s effect only with crossNode.enabled=true; set it, or leave %s out" (join ", " $given) (ternary "takes" "take" $one) (ternary "it" "them" $one)) -}}
 {{- end -}}
 {{- if $V.crossNode.enabled -}}{{- $_ := set $data "55-cross-node.json" "{\"crossNode\": {}}\n" -}}{{- end -}}
 {{- if include "netready.crossNodeOn" . -}}
 {{- include "netready.refuseCrossNodeVia" (include "netready.crossNodeVia" .) -}}
 {{- if eq (include "netready.crossNodeVia" .) "cilium" -}}{{- include "netready.refuseCiliumCrossNodeKeys" . -}}{{- end -}}
+{{- if eq (include "netready.crossNodeVia" .) "ovn-kubernetes" -}}{{- include "netready.refuseOVNCrossNodeKeys" . -}}{{- end -}}
 {{- end -}}
 {{- $defaults := fromJson $base -}}
 {{- $frag := dict -}}
@@ -90,7 +94,7 @@ server, not a socket). A folder the preset mounts already is left out.
 {{- $inEntry := ($V.entry | default dict).crossNode -}}
 {{- if not (kindIs "map" $inEntry) -}}{{- $inEntry = dict -}}{{- end -}}
 {{- if and (include "netready.crossNodeOn" .) (eq (include "netready.crossNodeVia" .) "ovn-kubernetes") -}}
-{{- $xn := mergeOverwrite (dict "nbSocket" "/var/run/ovn/ovnnb_db.sock" "sbSocket" "/var/run/ovn/ovnsb_db.sock") (omit $V.crossNode "enabled") $inEntry -}}
+{{- $xn := mergeOverwrite (dict "nbSocket" "/var/run/ovn/ovnnb_db.sock" "sbSocket" "/var/run/ovn/ovnsb_db.sock") (omit $V.crossNode "enabled" "measure") $inEntry -}}
 {{- $taken := ternary "/var/run/openvswitch" "" (eq $V.preset "ovn-kubernetes") -}}
 {{- range (list (dir $xn.nbSocket) (dir $xn.sbSocket) | uniq) -}}
 {{- if ne . $taken -}}{{- $dirs = append $dirs . -}}{{- end -}}
@@ -133,7 +137,7 @@ CiliumEndpoint) when the preset or an http check's preset is Cilium's,
 
 {{- /*
 netready.refuseCiliumCrossNodeKeys fails the render, naming each, when a
-crossNode key is given with Cilium: they bound and steer ADD's wait on
+crossNode key of OVN's is given with Cilium: they bound and steer ADD's wait on
 OVN's barrier, and with Cilium ADD does not wait across nodes (the
 plugin would refuse them on every node).
 */ -}}
@@ -145,7 +149,41 @@ plugin would refuse them on every node).
 {{- if hasKey $inEntry . -}}{{- $given = append $given (printf "entry.crossNode.%s" .) -}}{{- end -}}
 {{- end -}}
 {{- if $given -}}
-{{- fail (printf "netready chart: %s %s to preset=ovn-kubernetes only; leave %s out: with cilium, ADD does not wait across nodes (the sidecar holds the pod's readiness until its CiliumEndpoint is published), so crossNode takes no key" (join ", " $given) (ternary "applies" "apply" (eq (len $given) 1)) (ternary "it" "them" (eq (len $given) 1))) -}}
+{{- fail (printf "netready chart: %s %s to preset=ovn-kubernetes only; leave %s out: with cilium, ADD does not wait across nodes (the sidecar holds the pod's readiness until its CiliumEndpoint is published), so of crossNode's keys only settle applies" (join ", " $given) (ternary "applies" "apply" (eq (len $given) 1)) (ternary "it" "them" (eq (len $given) 1))) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+netready.refuseOVNCrossNodeKeys fails the render, naming it, when
+crossNode.settle is given with ovn-kubernetes: OVN's barrier confirms
+what the other chassis have, so there is no statistical wait to add (the
+plugin would refuse it on every node).
+*/ -}}
+{{- define "netready.refuseOVNCrossNodeKeys" -}}
+{{- $given := list -}}
+{{- $inEntry := (.Values.entry | default dict).crossNode | default dict -}}
+{{- if hasKey .Values.crossNode "settle" -}}{{- $given = append $given "crossNode.settle" -}}{{- end -}}
+{{- if hasKey $inEntry "settle" -}}{{- $given = append $given "entry.crossNode.settle" -}}{{- end -}}
+{{- if $given -}}
+{{- $one := eq (len $given) 1 -}}
+{{- fail (printf "netready chart: %s %s to preset=cilium only; leave %s out: with ovn-kubernetes, ADD waits on OVN's barrier until the other chassis have programmed the pod, which confirms what settle would only wait for (bound that wait with crossNode.timeout and crossNode.stallAfter)" (join ", " $given) (ternary "applies" "apply" $one) (ternary "it" "them" $one)) -}}
+{{- end -}}
+{{- end -}}
+
+{{- /*
+netready.measureCilium: "true" when the sidecar measures how fast
+Cilium's agents learn CiliumEndpoints (crossNode.measure.enabled); it
+fails the render, naming the value, without preset=cilium: the sidecar
+asks its own agent through the socket folder that preset=cilium mounts,
+and an http check with preset cilium in entry.checks mounts nothing.
+*/ -}}
+{{- define "netready.measureCilium" -}}
+{{- $m := .Values.crossNode.measure | default dict -}}
+{{- if $m.enabled -}}
+{{- if ne .Values.preset "cilium" -}}
+{{- fail (printf "netready chart: crossNode.measure.enabled needs preset=cilium (preset is %q): the sidecar times how fast this node's Cilium agent learns CiliumEndpoints, through the agent's socket that preset=cilium mounts; set preset=cilium, or leave crossNode.measure.enabled false" .Values.preset) -}}
+{{- end -}}
+true
 {{- end -}}
 {{- end -}}
 

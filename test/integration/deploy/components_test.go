@@ -62,7 +62,8 @@ func container(ds *appsv1.DaemonSet, name string) corev1.Container {
 // alone and composed; a preset component's entry passes the installer's
 // --validate with its preset, and the sidecar gets the agent's folder for
 // its re-checks; pool mounts host-local's folder; each cross-node
-// component goes with its preset's (testCrossNodeComponents); uninstall
+// component goes with its preset's (testCrossNodeComponents), and so does
+// the propagation meter (testCiliumPropagationComponent); uninstall
 // turns both containers and the mutating policy around.
 func TestEveryComponentBuildsAndValidates(t *testing.T) {
 	mounts := map[string]string{"calico": "/var/run/calico", "cilium": "/var/run/cilium", "ovn-kubernetes": "/var/run/openvswitch", "pool": "/var/lib/cni/networks"}
@@ -95,6 +96,7 @@ func TestEveryComponentBuildsAndValidates(t *testing.T) {
 		}
 	}
 	t.Run("cross-node", testCrossNodeComponents)
+	t.Run("cilium-propagation", testCiliumPropagationComponent)
 	t.Run("no-mutating-policy", func(t *testing.T) {
 		objs, base := kube.KustomizeWith(t, "calico", "no-mutating-policy"), kube.KustomizeWith(t, "calico")
 		if len(objs["MutatingAdmissionPolicy"])+len(objs["MutatingAdmissionPolicyBinding"]) != 0 ||

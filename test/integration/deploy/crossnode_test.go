@@ -45,41 +45,41 @@ func testCrossNodeComponents(t *testing.T) {
 	}
 	t.Run("cilium's RBAC", func(t *testing.T) {
 		want := []rbacv1.PolicyRule{{APIGroups: []string{"cilium.io"}, Resources: []string{"ciliumendpoints"}, Verbs: []string{"get"}}}
-		if diff := cmp.Diff(want, ciliumRole(t, kube.KustomizeWith(t, "cilium"))); diff != "" {
+		if diff := cmp.Diff(want, boundRole(t, kube.KustomizeWith(t, "cilium"), "netready-sidecar-cilium")); diff != "" {
 			t.Errorf("components/cilium's ClusterRole netready-sidecar-cilium (-want +got):\n%s", diff)
 		}
-		if got := ciliumRole(t, kube.KustomizeWith(t, "ovn-kubernetes", "cross-node")); got != nil {
+		if got := boundRole(t, kube.KustomizeWith(t, "ovn-kubernetes", "cross-node"), "netready-sidecar-cilium"); got != nil {
 			t.Errorf("without components/cilium, netready-sidecar-cilium grants %v", got)
 		}
 	})
 }
 
-// ciliumRole is the rules of the ClusterRole netready-sidecar-cilium in
-// objs, once its binding is checked to name the sidecar's ServiceAccount;
-// nil when objs hold neither.
-func ciliumRole(t *testing.T, objs map[string][]string) []rbacv1.PolicyRule {
+// boundRole is the rules of the ClusterRole name in objs, once its
+// binding of the same name is checked to name the sidecar's
+// ServiceAccount; nil when objs hold neither.
+func boundRole(t *testing.T, objs map[string][]string, name string) []rbacv1.PolicyRule {
 	t.Helper()
 	var rules []rbacv1.PolicyRule
 	for _, doc := range objs["ClusterRole"] {
 		var r rbacv1.ClusterRole
-		if yaml.Unmarshal([]byte(doc), &r) == nil && r.Name == "netready-sidecar-cilium" {
+		if yaml.Unmarshal([]byte(doc), &r) == nil && r.Name == name {
 			rules = r.Rules
 		}
 	}
 	bound := false
 	for _, doc := range objs["ClusterRoleBinding"] {
 		var b rbacv1.ClusterRoleBinding
-		if yaml.Unmarshal([]byte(doc), &b) != nil || b.Name != "netready-sidecar-cilium" {
+		if yaml.Unmarshal([]byte(doc), &b) != nil || b.Name != name {
 			continue
 		}
 		bound = true
 		want := []rbacv1.Subject{{Kind: "ServiceAccount", Name: "netready-sidecar", Namespace: "kube-system"}}
-		if diff := cmp.Diff(want, b.Subjects); diff != "" || b.RoleRef.Name != "netready-sidecar-cilium" {
-			t.Errorf("netready-sidecar-cilium's binding: role %s, subjects (-want +got):\n%s", b.RoleRef.Name, diff)
+		if diff := cmp.Diff(want, b.Subjects); diff != "" || b.RoleRef.Name != name {
+			t.Errorf("%s's binding: role %s, subjects (-want +got):\n%s", name, b.RoleRef.Name, diff)
 		}
 	}
 	if bound != (rules != nil) {
-		t.Errorf("netready-sidecar-cilium: rules %v, bound %v; want both or neither", rules, bound)
+		t.Errorf("%s: rules %v, bound %v; want both or neither", name, rules, bound)
 	}
 	return rules
 }

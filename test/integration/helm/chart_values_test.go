@@ -122,6 +122,9 @@ func TestHelmChartPutsEveryObjectInTheReleaseNamespace(t *testing.T) {
 	for _, preset := range []string{"calico", "cilium"} {
 		t.Run(preset, func(t *testing.T) { checkReleaseNamespace(t, "--set", "preset="+preset) })
 	}
+	t.Run("cilium, measuring", func(t *testing.T) {
+		checkReleaseNamespace(t, "--set", "preset=cilium", "--set", "crossNode.measure.enabled=true")
+	})
 }
 
 // checkReleaseNamespace renders the chart in netready-system with sets,

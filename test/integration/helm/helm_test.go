@@ -86,6 +86,8 @@ func valuesOf(components []string) []string {
 			sets = append(sets, "--set", "pool.enabled=true")
 		case "cross-node", "cross-node-cilium":
 			sets = append(sets, "--set", "crossNode.enabled=true")
+		case "cilium-propagation":
+			sets = append(sets, "--set", "crossNode.measure.enabled=true")
 		case "k3s", "gke":
 			sets = append(sets, "--set", "platform="+c)
 		case "monitoring":
@@ -242,6 +244,7 @@ func TestHelmChartPassesLintStrict(t *testing.T) {
 		valuesOf([]string{"ovn-kubernetes", "uninstall"}),
 		valuesOf([]string{"ovn-kubernetes", "cross-node"}),
 		valuesOf([]string{"cilium", "cross-node-cilium"}),
+		valuesOf([]string{"cilium", "cross-node-cilium", "cilium-propagation"}),
 	} {
 		out := kube.MustHelm(t, "", append([]string{"lint", "--strict", chartDir}, sets...)...)
 		if !strings.Contains(out, "0 chart(s) failed") {
@@ -265,7 +268,9 @@ func TestHelmChartRendersEachQuickStartRowAsItsKustomization(t *testing.T) {
 		quickStartRow{plugin: "uninstall", components: []string{"calico", "pool", "uninstall"}},
 		quickStartRow{plugin: "uninstall without the mutating policy", components: []string{"ovn-kubernetes", "no-mutating-policy", "uninstall"}},
 		quickStartRow{plugin: "ovn-kubernetes across nodes", components: []string{"ovn-kubernetes", "cross-node"}},
-		quickStartRow{plugin: "cilium across nodes", components: []string{"cilium", "cross-node-cilium"}})
+		quickStartRow{plugin: "cilium across nodes", components: []string{"cilium", "cross-node-cilium"}},
+		quickStartRow{plugin: "cilium across nodes, measured", components: []string{"cilium", "cross-node-cilium", "cilium-propagation"}},
+		quickStartRow{plugin: "cilium measured, uninstalling", components: []string{"cilium", "cilium-propagation", "uninstall"}})
 	for _, row := range rows {
 		t.Run(row.plugin, func(t *testing.T) {
 			sets := row.helm
