@@ -21,6 +21,8 @@ func TestHelp(t *testing.T) {
 		{[]string{"--node-name", "n", "--require-scope", "false"}, 2, "", `netready-sidecar: unexpected argument "false": it takes flags only, and a true/false flag its value as --flag=false`},
 		{[]string{"--node-name", "n", "--install-backoff-hold-max", "-1s"}, 2, "", "--not-in-effect-hold-max -1s must be from 0 (holds no pod) to 2m0s"},
 		{[]string{"--node-name", "n", "--not-in-effect-hold-max", "15m"}, 2, "", "--not-in-effect-hold-max 15m0s must be from 0 (holds no pod) to 2m0s"},
+		{[]string{"--help"}, 0, "so measure on a few nodes", ""},
+		{[]string{"--node-name", "n", "--measure-cilium-propagation", "in (x"}, 2, "", `--measure-cilium-propagation \"in (x\" is not a label selector`},
 	} {
 		var stdout, stderr bytes.Buffer
 		code := run(tc.args, &stdout, &stderr)

@@ -1,6 +1,6 @@
 // Package kubeapi owns netready-sidecar's calls to the Kubernetes API: this
-// node's pods and their status, its own Node, Events, who it is, and what
-// decides its scope (scope.go), over REST clients that know only the API
+// node's pods and their status, its own Node, Events, who it is, what
+// decides its scope (scope.go) and CiliumEndpoints (ciliumendpoints.go), over REST clients that know only the API
 // groups it calls, and the recorder that sends Events in the background.
 package kubeapi
 
@@ -97,6 +97,7 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err := rbacv1.AddToScheme(scheme); err != nil {
 		return nil, err
 	}
+	addCiliumToScheme(scheme)
 	codecs := serializer.NewCodecFactory(scheme)
 	client := func(gv schema.GroupVersion, apiPath string) (rest.Interface, error) {
 		c := rest.CopyConfig(cfg)
@@ -127,7 +128,7 @@ func NewREST(cfg *rest.Config) (*REST, error) {
 	if err != nil {
 		return nil, fmt.Errorf("rbac/v1 client: %w", err)
 	}
-	cilium, err := client(schema.GroupVersion{Group: "cilium.io", Version: "v2"}, "/apis")
+	cilium, err := client(ciliumV2, "/apis")
 	if err != nil {
 		return nil, fmt.Errorf("cilium.io/v2 client: %w", err)
 	}

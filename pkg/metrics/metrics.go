@@ -36,7 +36,21 @@ type Metrics struct {
 	PresetNotWriting *prometheus.GaugeVec
 	// InstallBackedOff: the installer stopped putting the entry back.
 	InstallBackedOff *prometheus.GaugeVec
+	// CiliumPropagation: how long after this node's sidecar received a
+	// remote pod's CiliumEndpoint its own agent's ipcache held it
+	// (package propagation); CiliumPropagationUnmeasured: events it could
+	// not measure, by reason.
+	CiliumPropagation           prometheus.Histogram
+	CiliumPropagationUnmeasured *prometheus.CounterVec
 }
+
+// Why a CiliumEndpoint event was not measured (the reason label of
+// netready_cilium_propagation_unmeasured_total).
+const (
+	UnmeasuredBusy    = "busy"    // too many measurements in flight
+	UnmeasuredTimeout = "timeout" // the agent did not hold it in time
+	UnmeasuredAgent   = "agent"   // the agent did not answer
+)
 
 // New registers every series with reg.
 func New(reg prometheus.Registerer) *Metrics {
@@ -120,6 +134,15 @@ func New(reg prometheus.Registerer) *Metrics {
 			Name: "netready_install_backed_off",
 			Help: "1 while netready-install has stopped putting its entry back into the network's conflist because another agent keeps removing it (Cilium's cni.exclusive); pods started meanwhile skip netready and are kept not ready. 0 once the entry stays.",
 		}, []string{"network"}),
+		CiliumPropagation: prometheus.NewHistogram(prometheus.HistogramOpts{
+			Name:    "netready_cilium_propagation_seconds",
+			Help:    "Time from this node's sidecar receiving a pod's CiliumEndpoint (a pod on another node; a new IP or identity) to this node's cilium-agent ipcache mapping its IP to that identity.",
+			Buckets: []float64{0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1, 0.2, 0.5, 1, 2, 5, 10, 20, 30},
+		}),
+		CiliumPropagationUnmeasured: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "netready_cilium_propagation_unmeasured_total",
+			Help: "CiliumEndpoint events of pods on other nodes that the propagation meter did not measure, by reason: busy (too many measurements in flight), timeout (this node's agent did not hold the pod's IP with its identity within 30 s), agent (this node's agent did not answer).",
+		}, []string{"reason"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",
 			Help: "1 while this node carries netready's taint netready.io/pod-ips-exhausted (an IP pool is short), else 0.",
@@ -132,6 +155,7 @@ func New(reg prometheus.Registerer) *Metrics {
 	})
 	build.Set(1)
 	reg.MustRegister(m.PublishLatency, m.MarkerWait, m.APIErrors, m.Refused, m.RefusedPods, m.Pending, m.Published, m.PoolFree, m.PoolSize, m.PoolAddresses, m.PoolUnknown, m.PoolFull,
-		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, m.InstallBackedOff, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+		m.Tainted, m.AddWait, m.PendingOldest, m.GatedPods, m.ConfigInvalid, m.CNIStatusActive, m.PresetNotWriting, m.InstallBackedOff,
+		m.CiliumPropagation, m.CiliumPropagationUnmeasured, build, collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -26,6 +26,7 @@ func exposition(t *testing.T) (string, []string) {
 	m.PoolFull.WithLabelValues("podnet", "calico-ipam").Set(0)
 	m.AddWait.WithLabelValues("podnet", "ready").Observe(0.2)
 	m.PublishLatency.Observe(0.01)
+	m.CiliumPropagationUnmeasured.WithLabelValues(UnmeasuredBusy).Inc()
 	families, err := reg.Gather()
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,7 @@
 // enforced before it writes anything (and holds every write again
 // whenever a later check fails), then starts the condition
 // controller, the off switch's watch, the pool watch (or an uninstall's lifting of the taint), the
-// Event recorder and the /metrics, /healthz and /readyz server.
+// Cilium propagation meter where asked, the Event recorder and the /metrics, /healthz and /readyz server.
 package sidecar
 
 import (
@@ -18,6 +18,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/netready/netready/pkg/conditions"
@@ -27,6 +28,7 @@ import (
 	"github.com/netready/netready/pkg/nodewriter"
 	"github.com/netready/netready/pkg/offswitch"
 	"github.com/netready/netready/pkg/pool/watch"
+	"github.com/netready/netready/pkg/propagation"
 	"github.com/netready/netready/pkg/scopecheck"
 	"github.com/netready/netready/pkg/writegate"
 )
@@ -62,7 +64,16 @@ type Options struct {
 	// OffNamespace is the namespace of the off switch's ConfigMap
 	// (package offswitch): PodNamespace when empty, else kube-system.
 	OffNamespace string
+	// MeasureCiliumPropagation is a label selector: where this node's
+	// labels match it, the sidecar measures how long this node's
+	// cilium-agent takes to learn other nodes' pods (package
+	// propagation), asking the agent at CiliumSocket. Empty: off.
+	MeasureCiliumPropagation string
+	CiliumSocket             string
 }
+
+// DefaultCiliumSocket is where cilium-agent serves its API.
+const DefaultCiliumSocket = "/var/run/cilium/cilium.sock"
 
 // DefaultScopeRecheck bounds how long a running sidecar goes on writing
 // after its scope was lifted in a way no watch sees (a webhook, another
@@ -106,6 +117,14 @@ func (o *Options) Validate() error {
 	}
 	if o.ScopeUnknownHold < 0 {
 		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))
+	}
+	if o.MeasureCiliumPropagation != "" {
+		if _, err := labels.Parse(o.MeasureCiliumPropagation); err != nil {
+			errs = append(errs, fmt.Errorf("--measure-cilium-propagation %q is not a label selector (such as netready.io/measure-propagation=true): %w", o.MeasureCiliumPropagation, err))
+		}
+		if !filepath.IsAbs(o.CiliumSocket) {
+			errs = append(errs, fmt.Errorf("--cilium-socket %q must be the absolute path of cilium-agent's API socket", o.CiliumSocket))
+		}
 	}
 	if o.NotInEffectHoldMax < 0 || o.NotInEffectHoldMax > conditions.MaxNotInEffectHold {
 		errs = append(errs, fmt.Errorf("--not-in-effect-hold-max %s must be from 0 (holds no pod) to %s: where netready is not in effect, a pod must not wait on it for longer", o.NotInEffectHoldMax, conditions.MaxNotInEffectHold))
@@ -192,6 +211,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}
 	go offswitch.Watch(ctx, client, o.offNamespace(), o.StateDir, c.SetOff, log)
+	if o.MeasureCiliumPropagation != "" {
+		if err := startMeter(ctx, o, client, m, log); err != nil {
+			return err
+		}
+	}
 	err = c.Run(ctx)
 	select {
 	case err := <-served:
@@ -202,6 +226,21 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// startMeter starts the Cilium propagation meter, which never touches
+// conditions: it only reads, and only exports metrics.
+func startMeter(ctx context.Context, o Options, client *kubeapi.REST, m *metrics.Metrics, log *slog.Logger) error {
+	sel, err := labels.Parse(o.MeasureCiliumPropagation)
+	if err != nil {
+		return fmt.Errorf("--measure-cilium-propagation: %w", err)
+	}
+	agent, err := propagation.NewSocketAgent(o.CiliumSocket)
+	if err != nil {
+		return fmt.Errorf("--cilium-socket: %w", err)
+	}
+	go propagation.New(propagation.DefaultConfig(o.NodeName, sel), client, agent, m, log.With("part", "cilium-propagation")).Run(ctx)
+	return nil
 }
 
 // offNamespace is where the off switch's ConfigMap is looked for.

@@ -33,6 +33,14 @@ func TestValidate(t *testing.T) {
 	}{
 		{name: "valid", edit: func(*Options) {}},
 		{name: "pool watch off", edit: func(o *Options) { o.CNIConfDir = "" }},
+		{name: "measuring Cilium propagation", edit: func(o *Options) {
+			o.MeasureCiliumPropagation, o.CiliumSocket = "netready.io/measure-propagation=true", DefaultCiliumSocket
+		}},
+		{name: "not measuring: any socket", edit: func(o *Options) { o.CiliumSocket = "" }},
+		{name: "a bad selector and socket", edit: func(o *Options) { o.MeasureCiliumPropagation, o.CiliumSocket = "a=b=c", "cilium.sock" }, want: []string{
+			`--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-propagation=true)`,
+			`--cilium-socket "cilium.sock" must be the absolute path of cilium-agent's API socket`,
+		}},
 		{name: "everything wrong", edit: func(o *Options) {
 			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
 			o.Resync, o.Workers, o.UnobservedGrace, o.Unobserved, o.CNIConfDir = 0, 0, -time.Second, "maybe", "net.d"
@@ -56,10 +64,13 @@ func TestValidate(t *testing.T) {
 			if err := o.Validate(); err != nil {
 				got = strings.Split(err.Error(), "\n")
 			}
-			// The condition type's message goes on with the API's rules.
+			// The condition type's and the selector's messages go on
+			// with the API's rules.
 			for i := range got {
-				if strings.HasPrefix(got[i], `--condition-type "bad condition"`) {
-					got[i] = `--condition-type "bad condition"`
+				for _, prefix := range []string{`--condition-type "bad condition"`, `--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-propagation=true)`} {
+					if strings.HasPrefix(got[i], prefix) {
+						got[i] = prefix
+					}
 				}
 			}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
