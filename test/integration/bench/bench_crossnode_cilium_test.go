@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/containernetworking/cni/libcni"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/netready/netready/test/harness"
@@ -24,7 +25,9 @@ import (
 // returned; and node B's agent learning the pod (its ipcache, polled
 // every 2 ms), as Ready less that moment: positive when B had it first.
 // The sidecar's requests per pod start come from the API server's audit
-// log: pods/status patches, and CiliumEndpoint reads.
+// log: pods/status patches, and CiliumEndpoint reads. Node B's sidecar
+// measures the propagation meanwhile (its meter); a third arm then runs
+// with crossNode's settle at the p99 it measured.
 func BenchmarkCrossNodeCilium(b *testing.B) {
 	pods := 20
 	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_ADDS")); err == nil {
@@ -34,6 +37,7 @@ func BenchmarkCrossNodeCilium(b *testing.B) {
 	bed := agents.StartCiliumCrossNodeBed(b, args...)
 	bed.API.ApplyRBAC(harness.RepoPath("deploy", "components", "cilium", "rbac.yaml"))
 	kube.StartSidecar(b, bed.API, bed.State, agents.CiliumNodeA)
+	meterB := bed.StartMeter(b)
 	entry := map[string]any{"type": "netready", "stateDir": bed.State, "timeout": "20s", "onTimeout": "fail", "logFile": bed.Log,
 		"checks": []any{map[string]any{"kind": "address"}, map[string]any{"kind": "http", "preset": "cilium", "url": "unix://" + bed.A.Sock}}}
 	off := bed.Chain(entry)
@@ -44,35 +48,26 @@ func BenchmarkCrossNodeCilium(b *testing.B) {
 	if _, _, _, err := bed.AddGated(off, "warm", "web"); err != nil {
 		b.Fatalf("ADD warm: %v", err)
 	}
-	add, ready, lead := map[bool][]time.Duration{}, map[bool][]time.Duration{}, map[bool][]time.Duration{}
-	first := map[bool]int{}
+	arms := map[string]*ciliumArm{"on": {}, "off": {}, "settle": {}}
 	window := [2]time.Time{time.Now(), {}}
 	for i := range 2 * pods {
-		crossNode := i%2 == 0
-		list := off
-		if crossNode {
-			list = on
+		arm, list := "off", off
+		if i%2 == 0 {
+			arm, list = "on", on
 		}
-		name := fmt.Sprintf("x-%d", i)
-		rt, ip, took, err := bed.AddGated(list, name, "web")
-		returned := time.Now()
-		if err != nil {
-			b.Fatalf("ADD %s: %v", name, err)
-		}
-		learned := watchIdentity(bed, ip)
-		if bed.Connect(rt) == nil {
-			first[crossNode]++
-		}
-		at := readyAt(b, bed.API, name)
-		add[crossNode] = append(add[crossNode], took)
-		ready[crossNode] = append(ready[crossNode], at.Sub(returned))
-		l := learned()
-		if l.IsZero() {
-			b.Fatalf("node B never learned %s (%s) within 30 s", name, ip)
-		}
-		lead[crossNode] = append(lead[crossNode], at.Sub(l))
+		arms[arm].start(b, bed, list, fmt.Sprintf("x-%d", i))
 	}
 	window[1] = time.Now()
+	// The statistical wait, sized from what B's sidecar measured meanwhile:
+	// settle at its p99 (a bucket's bound).
+	measured := kube.ScrapeHistogram(b, meterB, "netready_cilium_propagation_seconds")
+	settle := time.Duration(max(measured.Quantile(.99), 0.001) * float64(time.Second))
+	withSettle := maps.Clone(entry)
+	withSettle["crossNode"] = map[string]any{"settle": settle.String()}
+	settled := bed.Chain(withSettle)
+	for i := range pods {
+		arms["settle"].start(b, bed, settled, fmt.Sprintf("s-%d", i))
+	}
 	// The audit log is written a little after each request.
 	time.Sleep(2 * time.Second)
 	patches, reads := 0, 0
@@ -87,12 +82,54 @@ func BenchmarkCrossNodeCilium(b *testing.B) {
 	p := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s p99 %s", harness.Ms(harness.Percentile(d, .5)), harness.Ms(harness.Percentile(d, .99)))
 	}
-	for _, xn := range []bool{true, false} {
-		fmt.Printf("cross-node Cilium (2 agents, native routing, %d pods per arm, ABAB), crossNode %v: ADD %s; Ready after ADD returned %s; Ready after B's agent learned the pod %s (negative: Ready first); first connections right after ADD: %d of %d\n",
-			pods, xn, p(add[xn]), p(ready[xn]), p(lead[xn]), first[xn], pods)
+	for _, name := range []string{"on", "off", "settle"} {
+		a := arms[name]
+		what := map[string]string{"on": `crossNode {}`, "off": "crossNode off", "settle": fmt.Sprintf("crossNode {settle: %s} (B's measured p99), after the ABAB", settle)}[name]
+		fmt.Printf("cross-node Cilium (2 agents, native routing, %d pods per arm, ABAB), %s: ADD %s; Ready after ADD returned %s; Ready after B's agent learned the pod %s (negative: Ready first); Ready before B learned: %d of %d; first connections right after ADD: %d of %d\n",
+			pods, what, p(a.add), p(a.ready), p(a.lead), a.readyFirst(), len(a.lead), a.first, pods)
 	}
+	fmt.Printf("cross-node Cilium: B's meter over the ABAB (%d remote pods): %d observed, mean %s, p50 <= %gs, p99 <= %gs (bucket bounds)\n",
+		2*pods+1, measured.Count, harness.Ms(time.Duration(measured.Sum/float64(max(measured.Count, 1))*float64(time.Second))), measured.Quantile(.5), measured.Quantile(.99))
 	fmt.Printf("cross-node Cilium: the sidecar's requests over %d gated pod starts: %d pods/status patches (%.2f per pod), %d CiliumEndpoint reads (%.2f per crossNode pod)\n",
 		2*pods, patches, float64(patches)/float64(2*pods), reads, float64(reads)/float64(pods))
+}
+
+// ciliumArm is what one arm of the bench measured per pod start.
+type ciliumArm struct {
+	add, ready, lead []time.Duration
+	first            int
+}
+
+// start starts the gated pod name with list on node A, connects right
+// after ADD, and records ADD, Ready after ADD returned, and Ready after
+// B's agent learned the pod.
+func (a *ciliumArm) start(b *testing.B, bed *agents.CiliumCrossNodeBed, list *libcni.NetworkConfigList, name string) {
+	rt, ip, took, err := bed.AddGated(list, name, "web")
+	returned := time.Now()
+	if err != nil {
+		b.Fatalf("ADD %s: %v", name, err)
+	}
+	learned := watchIdentity(bed, ip)
+	if bed.Connect(rt) == nil {
+		a.first++
+	}
+	at := readyAt(b, bed.API, name)
+	l := learned()
+	if l.IsZero() {
+		b.Fatalf("node B never learned %s (%s) within 30 s", name, ip)
+	}
+	a.add, a.ready, a.lead = append(a.add, took), append(a.ready, at.Sub(returned)), append(a.lead, at.Sub(l))
+}
+
+// readyFirst counts the pods that were Ready before B's agent had them.
+func (a *ciliumArm) readyFirst() int {
+	n := 0
+	for _, l := range a.lead {
+		if l < 0 {
+			n++
+		}
+	}
+	return n
 }
 
 // watchIdentity polls node B's ipcache for ip in the background; the

@@ -3,25 +3,14 @@
 package cilium
 
 import (
-	"context"
 	"fmt"
 	"path/filepath"
-	"strings"
 	"testing"
 	"time"
-
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
-	rbacv1 "k8s.io/api/rbac/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/test/harness/agents"
 	"github.com/netready/netready/test/harness/kube"
 )
-
-// measureLabel selects the nodes whose sidecar measures propagation.
-const measureLabel = "netready.io/measure-propagation"
 
 // propagation is what node B's sidecar exported of the meter.
 type propagation struct {
@@ -31,7 +20,8 @@ type propagation struct {
 
 // TestCiliumPropagationIsMeasuredOnTheOtherNode is issue #52's measured
 // propagation on two real cilium-agents: the real sidecar of node B,
-// selected by its Node's label, with list and watch on CiliumEndpoints,
+// selected by its Node's label, with the RBAC of
+// components/cilium-propagation (list and watch on CiliumEndpoints),
 // observes once each pod started on node A after it began (not its own
 // node's pods), as the time from its receiving the pod's CiliumEndpoint
 // to B's agent's ipcache mapping the pod's IP to its identity; and with
@@ -39,19 +29,7 @@ type propagation struct {
 // 0.5 s: the meter measures something that could fail.
 func TestCiliumPropagationIsMeasuredOnTheOtherNode(t *testing.T) {
 	b := agents.StartCiliumCrossNodeBed(t)
-	grantCiliumEndpointWatch(t, b.API)
-	ctx := context.Background()
-	patch := fmt.Sprintf(`{"metadata":{"labels":{%q:"true"}}}`, measureLabel)
-	if _, err := b.API.Admin.CoreV1().Nodes().Patch(ctx, agents.CiliumNodeB, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	listen, logs := kube.StartSidecar(t, b.API, t.TempDir(), agents.CiliumNodeB, "--cni-conf-dir=",
-		"--measure-cilium-propagation="+measureLabel+"=true", "--cilium-socket="+b.B.Sock)
-	for start := time.Now(); !strings.Contains(logs.String(), "measuring Cilium propagation"); time.Sleep(100 * time.Millisecond) {
-		if time.Since(start) > 30*time.Second {
-			t.Fatalf("node B's sidecar did not start measuring within 30 s:\n%s", logs.String())
-		}
-	}
+	listen := b.StartMeter(t)
 
 	list := b.Chain(nil)
 	const onA = 5
@@ -100,25 +78,6 @@ func TestCiliumPropagationIsMeasuredOnTheOtherNode(t *testing.T) {
 	}
 }
 
-// grantCiliumEndpointWatch gives the sidecar's ServiceAccount list and
-// watch on CiliumEndpoints, which the meter needs (deploy/'s Cilium RBAC
-// grants get only).
-func grantCiliumEndpointWatch(t *testing.T, a *kube.APIServer) {
-	t.Helper()
-	ctx := context.Background()
-	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: "netready-test-cep-watch"},
-		Rules: []rbacv1.PolicyRule{{APIGroups: []string{"cilium.io"}, Resources: []string{"ciliumendpoints"}, Verbs: []string{"list", "watch"}}}}
-	if _, err := a.Admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	binding := &rbacv1.ClusterRoleBinding{ObjectMeta: metav1.ObjectMeta{Name: "netready-test-cep-watch"},
-		RoleRef:  rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects: []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "netready-sidecar"}}}
-	if _, err := a.Admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-}
-
 // waitObserved waits up to 45 s for the sidecar at listen to have
 // observed at least n propagations.
 func waitObserved(t *testing.T, listen string, n uint64) propagation {
@@ -136,34 +95,12 @@ func waitObserved(t *testing.T, listen string, n uint64) propagation {
 // scrapePropagation reads the meter's series from the sidecar's /metrics.
 func scrapePropagation(t *testing.T, listen string) propagation {
 	t.Helper()
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	families, err := parser.TextToMetricFamilies(strings.NewReader(kube.MetricsText(t, listen)))
-	if err != nil {
-		t.Fatal(err)
-	}
-	var p propagation
-	if f := families["netready_cilium_propagation_seconds"]; f != nil && len(f.GetMetric()) == 1 {
-		h := f.GetMetric()[0].GetHistogram()
-		p.count = h.GetSampleCount()
-		for _, b := range h.GetBucket() {
-			if b.GetUpperBound() == 0.5 {
-				p.upTo500ms = b.GetCumulativeCount()
-			}
-		}
-	}
-	if f := families["netready_cilium_propagation_unmeasured_total"]; f != nil {
-		for _, m := range f.GetMetric() {
-			for _, l := range m.GetLabel() {
-				switch l.GetValue() {
-				case "busy":
-					p.busy = m.GetCounter().GetValue()
-				case "timeout":
-					p.timeout = m.GetCounter().GetValue()
-				case "agent":
-					p.agentFailed = m.GetCounter().GetValue()
-				}
-			}
-		}
-	}
+	h := kube.ScrapeHistogram(t, listen, "netready_cilium_propagation_seconds")
+	p := propagation{count: h.Count, upTo500ms: h.UpTo(0.5)}
+	text := kube.MetricsText(t, listen)
+	const unmeasured = "netready_cilium_propagation_unmeasured_total"
+	p.busy = float64(kube.SumSeries(text, unmeasured, `reason="busy"`))
+	p.timeout = float64(kube.SumSeries(text, unmeasured, `reason="timeout"`))
+	p.agentFailed = float64(kube.SumSeries(text, unmeasured, `reason="agent"`))
 	return p
 }
