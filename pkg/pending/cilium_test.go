@@ -194,15 +194,7 @@ func TestRecheckWaitsForTheCiliumEndpoint(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var published *marker.CheckResult
-	for i, c := range got.Checks {
-		if c.Kind == checks.KindCiliumPublished {
-			published = &got.Checks[i]
-		}
-	}
-	if got.State != marker.StateReady || published == nil || !published.Ready {
-		t.Fatalf("marker %s with cross-node result %+v, want ready with it met", got.State, published)
-	}
+	published := readyPublished(t, got)
 	if want := checks.CiliumPublishedTarget("default", "web-0"); published.Target != want {
 		t.Errorf("target %q, want %q", published.Target, want)
 	}
@@ -282,15 +274,7 @@ func TestRecheckHoldsForSettleOncePublished(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var published *marker.CheckResult
-	for i, c := range got.Checks {
-		if c.Kind == checks.KindCiliumPublished {
-			published = &got.Checks[i]
-		}
-	}
-	if got.State != marker.StateReady || published == nil || !published.Ready {
-		t.Fatalf("marker %s with cross-node result %+v, want ready", got.State, published)
-	}
+	published := readyPublished(t, got)
 	want := "published, then held 300ms (crossNode.settle): statistical, whether the other nodes' agents have learned it is not confirmed"
 	if diff := cmp.Diff(want, published.Note); diff != "" {
 		t.Errorf("ready result's note (-want +got):\n%s", diff)
@@ -331,4 +315,20 @@ func TestCiliumPublishedReadsNothingWhileOff(t *testing.T) {
 	if x.unmet(context.Background()); ceps.calls != 1 {
 		t.Errorf("%d CiliumEndpoint reads once on again, want 1", ceps.calls)
 	}
+}
+
+// readyPublished is the Cilium cross-node result of got, which must be
+// ready with it met.
+func readyPublished(t *testing.T, got *marker.Marker) *marker.CheckResult {
+	t.Helper()
+	var published *marker.CheckResult
+	for i, c := range got.Checks {
+		if c.Kind == checks.KindCiliumPublished {
+			published = &got.Checks[i]
+		}
+	}
+	if got.State != marker.StateReady || published == nil || !published.Ready {
+		t.Fatalf("marker %s with cross-node result %+v, want ready with it met", got.State, published)
+	}
+	return published
 }
