@@ -55,13 +55,13 @@ func crossNodeTarget(m *marker.Marker) string {
 
 // countedCEPs reads CiliumEndpoints for the re-checks with the controller's
 // client, and counts the API server's failures (not "none yet", nor a read
-// cut short by the re-check's own end) in netready_api_errors_total, as
-// its other requests are.
+// cut short by the re-check's own end; a read that ran out of its own
+// time counts) in netready_api_errors_total, as its other requests are.
 type countedCEPs struct{ c *Controller }
 
 func (k countedCEPs) GetCiliumEndpoint(ctx context.Context, namespace, name string) ([]byte, error) {
 	data, err := k.c.client.GetCiliumEndpoint(ctx, namespace, name)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) && ctx.Err() == nil {
+	if err != nil && !errors.Is(err, fs.ErrNotExist) && !errors.Is(ctx.Err(), context.Canceled) {
 		k.c.metrics.APIErrors.WithLabelValues(kubeapi.Reason(err)).Inc()
 	}
 	return data, err

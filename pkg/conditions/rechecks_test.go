@@ -2,53 +2,52 @@ package conditions
 
 import (
 	"context"
-	"fmt"
-	"io/fs"
+	"os"
+	"sync/atomic"
 	"testing"
+	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/runtime/schema"
 
-	"github.com/netready/netready/pkg/kubeapi/kubeapitest"
-	"github.com/netready/netready/pkg/metrics"
+	"github.com/netready/netready/pkg/marker"
+	"github.com/netready/netready/pkg/pending"
 )
 
-// cepAnswer answers every CiliumEndpoint read with err.
-type cepAnswer struct {
-	kubeapitest.Fake
-	err error
-}
-
-func (a cepAnswer) GetCiliumEndpoint(context.Context, string, string) ([]byte, error) {
-	return nil, a.err
-}
-
-// TestCiliumEndpointReadErrorsAreCounted: a refused or failed read counts
-// in netready_api_errors_total by reason; "none yet" does not.
-func TestCiliumEndpointReadErrorsAreCounted(t *testing.T) {
-	forbidden := apierrors.NewForbidden(schema.GroupResource{Group: "cilium.io", Resource: "ciliumendpoints"}, "web-0", fmt.Errorf("no RBAC"))
-	tests := []struct {
-		name   string
-		err    error
-		reason string
-		want   float64
-	}{
-		{"forbidden, wrapped", fmt.Errorf("forbidden: give the sidecar's ClusterRole get: %w", forbidden), "Forbidden", 1},
-		{"unreachable", fmt.Errorf("dial tcp: connection refused"), "Unreachable", 1},
-		{"none yet", fmt.Errorf("no CiliumEndpoint default/web-0: %w", fs.ErrNotExist), "Unreachable", 0},
+// TestNoRecheckForRemovedMarker: a marker that DEL removes after a worker
+// read it, but before the worker starts its re-check, starts none: a
+// re-check then would live until the IP is reused and keep the pod in
+// netready_pending_attachments.
+func TestNoRecheckForRemovedMarker(t *testing.T) {
+	pod := gatedPod("deleted", "u-deleted")
+	h := newHarness(t, nil, pod)
+	var started atomic.Int32
+	h.c.recheck = func(ctx context.Context, _ pending.Inputs, _ *marker.Marker, _ pending.Schedule, _ func(*marker.Marker)) (*marker.Marker, error) {
+		started.Add(1)
+		<-ctx.Done()
+		return nil, ctx.Err()
 	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			m := metrics.New(prometheus.NewRegistry())
-			c := &Controller{client: cepAnswer{err: tt.err}, metrics: m}
-			if _, err := (countedCEPs{c}).GetCiliumEndpoint(context.Background(), "default", "web-0"); err != tt.err {
-				t.Fatalf("error %v, want %v passed on", err, tt.err)
-			}
-			if got := testutil.ToFloat64(m.APIErrors.WithLabelValues(tt.reason)); got != tt.want {
-				t.Errorf("netready_api_errors_total{reason=%q} = %v, want %v", tt.reason, got, tt.want)
-			}
-		})
+	var raced atomic.Bool
+	read := h.c.read
+	h.c.read = func(path string) (*marker.Marker, error) {
+		m, err := read(path)
+		// The first read by a worker (the scan read it before): DEL
+		// removes the file, and its event is handled, right after.
+		if err == nil && m.State == marker.StatePending && h.c.Ready() && raced.CompareAndSwap(false, true) {
+			os.Remove(path)
+			h.c.onMarker(path)
+		}
+		return m, err
+	}
+	h.writeMarker(pod, "podnet", "eth0", marker.StatePending, time.Now())
+	h.run()
+	h.settle()
+	if !raced.Load() {
+		t.Fatal("the race was not staged: no worker read the pending marker")
+	}
+	if n := started.Load(); n != 0 {
+		t.Errorf("re-checks started for a marker DEL had removed = %d, want 0", n)
+	}
+	if got := testutil.ToFloat64(h.c.metrics.Pending); got != 0 {
+		t.Errorf("netready_pending_attachments = %v, want 0", got)
 	}
 }

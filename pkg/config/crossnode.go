@@ -36,11 +36,11 @@ const (
 	// node (in interconnect mode, its zone's databases) serves the OVN
 	// northbound and southbound databases.
 	DefaultOVNNBSocket = "/var/run/ovn/ovnnb_db.sock"
+	DefaultOVNSBSocket = "/var/run/ovn/ovnsb_db.sock"
 	// MaxSettle bounds Cilium's statistical hold: it delays every gated
 	// pod, and a propagation that needs longer is an incident, not a
 	// spread to wait out.
-	MaxSettle          = 10 * time.Second
-	DefaultOVNSBSocket = "/var/run/ovn/ovnsb_db.sock"
+	MaxSettle = 10 * time.Second
 )
 
 // CrossNodeConf is the top-level "crossNode" key: after the pod's own node

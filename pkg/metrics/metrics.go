@@ -49,7 +49,7 @@ type Metrics struct {
 const (
 	UnmeasuredBusy    = "busy"    // too many measurements in flight
 	UnmeasuredTimeout = "timeout" // the agent did not hold it in time
-	UnmeasuredAgent   = "agent"   // the agent did not answer
+	UnmeasuredAgent   = "agent"   // the agent answered with an error, or refused
 )
 
 // New registers every series with reg.
@@ -141,7 +141,7 @@ func New(reg prometheus.Registerer) *Metrics {
 		}),
 		CiliumPropagationUnmeasured: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "netready_cilium_propagation_unmeasured_total",
-			Help: "CiliumEndpoint events of pods on other nodes that the propagation meter did not measure, by reason: busy (too many measurements in flight), timeout (this node's agent did not hold the pod's IP with its identity within 30 s), agent (this node's agent did not answer).",
+			Help: "CiliumEndpoint events of pods on other nodes that the propagation meter did not measure, by reason: busy (too many measurements in flight), timeout (this node's agent did not hold the pod's IP with its identity within 30 s), agent (this node's agent's last answer was an error, or it refused the connection; an agent that answers late counts as timeout).",
 		}, []string{"reason"}),
 		Tainted: prometheus.NewGauge(prometheus.GaugeOpts{
 			Name: "netready_node_tainted",

@@ -66,8 +66,8 @@ type ciliumPublished struct {
 	gap time.Duration
 	// settle is crossNode's "settle": how long after publishedAt, when the
 	// CiliumEndpoint was first seen published, the result stays unmet.
-	// publishedAt carries over rounds as gap does, and is reset by any
-	// look that finds it unpublished again.
+	// publishedAt carries over rounds as gap does, and is reset by a look
+	// that finds it gone or not this sandbox's.
 	settle      time.Duration
 	publishedAt time.Time
 	off         func() bool // Inputs.Off
@@ -88,7 +88,7 @@ const (
 // ciliumPublishedOf is m's Cilium cross-node part.
 func ciliumPublishedOf(m *marker.Marker, att *attachment.Attachment, ceps CiliumEndpoints) *ciliumPublished {
 	x := &ciliumPublished{pod: m.Pod, att: att, cilium: ceps, pollMin: ciliumPollMin, pollMax: ciliumPollMax, gap: ciliumPollMin,
-		settle: time.Duration(m.Pending.CiliumSettleMs) * time.Millisecond}
+		settle: min(time.Duration(m.Pending.CiliumSettleMs)*time.Millisecond, config.MaxSettle)}
 	for _, cc := range m.Pending.Checks {
 		if cc.Kind == config.KindHTTP && cc.Preset == config.PresetCilium {
 			x.socket = cc.URL
@@ -128,17 +128,19 @@ func (x *ciliumPublished) wait(ctx context.Context, bound time.Duration, created
 			}
 			// A stable text: the hold's progress is not news.
 			r.Why = fmt.Sprintf("published; holding for crossNode.settle %s after it, a statistical wait for the other nodes' agents, not a confirmation", x.settle)
-			// Read on meanwhile: a CiliumEndpoint that goes (a new
-			// sandbox's, say) must not be ready at the hold's end.
+			// Sleep the hold out, then look once more: a CiliumEndpoint
+			// gone or changed meanwhile (a new sandbox's, say) starts it
+			// over; one read per hold, not a poll.
 			select {
 			case <-ctx.Done():
 				return r
-			case <-time.After(min(left, x.gap)):
+			case <-time.After(left):
 			}
-			x.gap = min(2*x.gap, x.pollMax)
 			continue
 		}
-		x.publishedAt = time.Time{}
+		// The hold is kept over a look that could not tell (an error,
+		// the off switch); unmet ends it on a CiliumEndpoint found
+		// gone or not this sandbox's.
 		r.Why = why
 		if failed {
 			x.gap = x.pollMax
@@ -193,6 +195,7 @@ func (x *ciliumPublished) unmet(ctx context.Context) (why string, failed bool) {
 	data, err := x.cilium.GetCiliumEndpoint(ctx, x.pod.Namespace, x.pod.Name)
 	switch {
 	case errors.Is(err, fs.ErrNotExist):
+		x.publishedAt = time.Time{}
 		return "not published yet: the API server has no CiliumEndpoint " + x.pod.Namespace + "/" + x.pod.Name, false
 	case err != nil:
 		return fmt.Sprintf("cannot read the CiliumEndpoint: %v", err), true
@@ -205,7 +208,11 @@ func (x *ciliumPublished) unmet(ctx context.Context) (why string, failed bool) {
 	if err != nil {
 		return fmt.Sprintf("cannot ask the pod's own agent for its endpoint: %v", err), false
 	}
-	return publishedWhy(cep, local, x.att.ContainerID+":"+x.att.IfName, x.ips), false
+	why = publishedWhy(cep, local, x.att.ContainerID+":"+x.att.IfName, x.ips)
+	if why != "" {
+		x.publishedAt = time.Time{}
+	}
+	return why, false
 }
 
 // publishedWhy is why cep does not publish the endpoint local of the CNI

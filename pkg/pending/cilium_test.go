@@ -249,7 +249,7 @@ func TestCiliumPublishedNeedsAnIP(t *testing.T) {
 // TestRecheckHoldsForSettleOncePublished: with crossNode's "settle", the
 // marker stays pending once the CiliumEndpoint is published, saying it
 // holds for a statistical wait, and its ready result says what it rests
-// on; a look that finds it unpublished again starts the hold over.
+// on; a look that finds it gone starts the hold over.
 func TestRecheckHoldsForSettleOncePublished(t *testing.T) {
 	s := marker.Store{Dir: filepath.Join(t.TempDir(), "state")}
 	m := ciliumMarker(t, s, fakeAgent(t, 1234))
@@ -290,7 +290,7 @@ func TestRecheckHoldsForSettleOncePublished(t *testing.T) {
 	mu.Lock()
 	defer mu.Unlock()
 	joined := strings.Join(shown, "\n")
-	for _, w := range []string{"published; holding for crossNode.settle 300ms after it, a statistical wait for the other nodes' agents, not a confirmation", "not published yet"} {
+	for _, w := range []string{"published; holding for crossNode.settle 300ms after it, a statistical wait for the other nodes' agents, not a confirmation"} {
 		if !strings.Contains(joined, w) {
 			t.Errorf("progress never said %q; it said %q", w, shown)
 		}

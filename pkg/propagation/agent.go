@@ -22,12 +22,20 @@ type Agent interface {
 	Identity(ctx context.Context, ip netip.Addr) (int64, error)
 }
 
-// agentRequestTimeout bounds one question to the agent: a frozen or
-// overloaded agent is asked again rather than waited on.
+// agentRequestTimeout bounds one question to the agent about one IP: a
+// frozen or overloaded agent counts as late, not as a long wait.
 const agentRequestTimeout = time.Second
 
-// maxAgentBody bounds an answer of the agent.
+// maxAgentBody bounds an answer of the agent about one IP.
 const maxAgentBody = 1 << 20
+
+// The agent's list of the cluster's nodes grows with the cluster (about
+// 500 bytes a node): it is read once per watch session, so it may take
+// longer and be larger.
+const (
+	nodesRequestTimeout = 10 * time.Second
+	maxNodesBody        = 64 << 20
+)
 
 // SocketAgent asks a cilium-agent over its API socket (api/v1/openapi.yaml
 // of cilium/cilium), through netready's one HTTP client.
@@ -51,10 +59,10 @@ func NewSocketAgent(path string) (*SocketAgent, error) {
 var errNotFound = errors.New("not found")
 
 // get sends GET target and decodes the JSON answer into v.
-func (a *SocketAgent) get(ctx context.Context, target string, v any) error {
-	ctx, cancel := context.WithTimeout(ctx, agentRequestTimeout)
+func (a *SocketAgent) get(ctx context.Context, target string, limit int, timeout time.Duration, v any) error {
+	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	resp, err := a.client.Get(ctx, a.host, target, true, maxAgentBody)
+	resp, err := a.client.Get(ctx, a.host, target, true, limit)
 	switch {
 	case err != nil:
 		return fmt.Errorf("cilium agent at %s: %w", a.socket, err)
@@ -62,8 +70,8 @@ func (a *SocketAgent) get(ctx context.Context, target string, v any) error {
 		return errNotFound
 	case resp.StatusCode != 200:
 		return fmt.Errorf("cilium agent at %s: GET %s answered %s", a.socket, target, resp.Status)
-	case len(resp.Body) > maxAgentBody:
-		return fmt.Errorf("cilium agent at %s: GET %s answered more than %d bytes", a.socket, target, maxAgentBody)
+	case len(resp.Body) > limit:
+		return fmt.Errorf("cilium agent at %s: GET %s answered more than %d bytes", a.socket, target, limit)
 	}
 	if err := json.Unmarshal(resp.Body, v); err != nil {
 		return fmt.Errorf("cilium agent at %s: GET %s: %w", a.socket, target, err)
@@ -95,7 +103,7 @@ type clusterNodes struct {
 // NodeIPs reads the agent's own node's primary and secondary addresses.
 func (a *SocketAgent) NodeIPs(ctx context.Context) ([]netip.Addr, error) {
 	var doc clusterNodes
-	if err := a.get(ctx, "/v1/cluster/nodes", &doc); err != nil {
+	if err := a.get(ctx, "/v1/cluster/nodes", maxNodesBody, nodesRequestTimeout, &doc); err != nil {
 		return nil, err
 	}
 	return selfIPs(doc)
@@ -142,7 +150,7 @@ func (a *SocketAgent) Identity(ctx context.Context, ip netip.Addr) (int64, error
 		CIDR     string `json:"cidr"`
 		Identity int64  `json:"identity"`
 	}
-	err := a.get(ctx, "/v1/ip?cidr="+url.QueryEscape(prefix.String()), &entries)
+	err := a.get(ctx, "/v1/ip?cidr="+url.QueryEscape(prefix.String()), maxAgentBody, agentRequestTimeout, &entries)
 	if errors.Is(err, errNotFound) {
 		return 0, nil
 	}

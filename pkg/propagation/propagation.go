@@ -94,6 +94,7 @@ var (
 	errNotSelected = errors.New("this node's labels do not match --measure-cilium-propagation")
 	errForbidden   = errors.New("forbidden: give the sidecar's ClusterRole list and watch on ciliumendpoints.cilium.io (the chart's netready-sidecar-cilium does with the propagation meter on)")
 	errExpired     = errors.New("the CiliumEndpoint watch expired (410)")
+	errWatchEnded  = errors.New("the CiliumEndpoint watch ended without saying why")
 )
 
 // Run measures until ctx ends. It never fails: whatever stops it from
@@ -135,6 +136,11 @@ func (m *Meter) Run(ctx context.Context) {
 
 // say logs why the meter does not measure, once while it stays the same.
 func (m *Meter) say(err error, pause time.Duration) {
+	if err == nil {
+		// RetryWatcher closes its channel without an ERROR event on
+		// an error it cannot type (a wrapped 403 after a retry, say).
+		err = errWatchEnded
+	}
 	why := err.Error()
 	if why == m.said {
 		return
@@ -188,6 +194,9 @@ func (m *Meter) session(ctx context.Context, l *loop) error {
 		m.log.Info("measuring Cilium propagation", "node", m.cfg.Node, "nodeIPs", ips, "resourceVersion", list.ResourceVersion)
 	}
 	m.said = ""
+	// Endpoints remembered as added without an identity: their DELETE
+	// may have fallen between the old watch and this one.
+	clear(l.fresh)
 	l.self = map[netip.Addr]bool{}
 	for _, ip := range ips {
 		l.self[ip] = true

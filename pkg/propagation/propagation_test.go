@@ -1,6 +1,7 @@
 package propagation
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"log/slog"
@@ -152,5 +153,17 @@ func TestRunMeasuresOnlyOnSelectedNodesFromNow(t *testing.T) {
 				t.Errorf("netready_api_errors_total{reason=Forbidden} %d, want at least %d", got, tc.apiErrors)
 			}
 		})
+	}
+}
+
+// TestSayOfAWatchThatEndedSilently: RetryWatcher may close its channel
+// with no ERROR event, so the session ends with no error; the meter says
+// so rather than fail.
+func TestSayOfAWatchThatEndedSilently(t *testing.T) {
+	var buf bytes.Buffer
+	m := &Meter{log: slog.New(slog.NewTextHandler(&buf, nil))}
+	m.say(nil, time.Second)
+	if !strings.Contains(buf.String(), errWatchEnded.Error()) {
+		t.Errorf("logged %q, want it to say %q", buf.String(), errWatchEnded)
 	}
 }

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
 	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/netready/netready/pkg/conditions"
@@ -119,11 +120,19 @@ func (o *Options) Validate() error {
 		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))
 	}
 	if o.MeasureCiliumPropagation != "" {
-		if _, err := labels.Parse(o.MeasureCiliumPropagation); err != nil {
-			errs = append(errs, fmt.Errorf("--measure-cilium-propagation %q is not a label selector (such as netready.io/measure-propagation=true): %w", o.MeasureCiliumPropagation, err))
+		sel, err := labels.Parse(o.MeasureCiliumPropagation)
+		switch {
+		case err != nil:
+			errs = append(errs, fmt.Errorf("--measure-cilium-propagation %q is not a label selector (such as netready.io/measure-cilium-propagation=true): %w", o.MeasureCiliumPropagation, err))
+		case !selectsSome(sel):
+			// A blank or only-negative selector matches every node: each
+			// would watch every CiliumEndpoint of the cluster.
+			errs = append(errs, fmt.Errorf("--measure-cilium-propagation %q would select every node without the label: name a label the measuring nodes have, such as netready.io/measure-cilium-propagation=true", o.MeasureCiliumPropagation))
 		}
 		if !filepath.IsAbs(o.CiliumSocket) {
 			errs = append(errs, fmt.Errorf("--cilium-socket %q must be the absolute path of cilium-agent's API socket", o.CiliumSocket))
+		} else if _, err := propagation.NewSocketAgent(o.CiliumSocket); err != nil {
+			errs = append(errs, fmt.Errorf("--cilium-socket %q: %w", o.CiliumSocket, err))
 		}
 	}
 	if o.NotInEffectHoldMax < 0 || o.NotInEffectHoldMax > conditions.MaxNotInEffectHold {
@@ -211,9 +220,11 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		}
 	}
 	go offswitch.Watch(ctx, client, o.offNamespace(), o.StateDir, c.SetOff, log)
-	if o.MeasureCiliumPropagation != "" {
+	if o.MeasureCiliumPropagation != "" && !o.Uninstall {
+		// Measuring is an extra: whatever stops it never stops the
+		// sidecar, whose conditions do not depend on it.
 		if err := startMeter(ctx, o, client, m, log); err != nil {
-			return err
+			log.Warn("not measuring Cilium propagation", "err", err)
 		}
 	}
 	err = c.Run(ctx)
@@ -241,6 +252,19 @@ func startMeter(ctx context.Context, o Options, client *kubeapi.REST, m *metrics
 	}
 	go propagation.New(propagation.DefaultConfig(o.NodeName, sel), client, agent, m, log.With("part", "cilium-propagation")).Run(ctx)
 	return nil
+}
+
+// selectsSome: sel has a requirement that a node without any label fails
+// (Exists, =, in), so it cannot pick every node by a typo.
+func selectsSome(sel labels.Selector) bool {
+	reqs, _ := sel.Requirements()
+	for _, r := range reqs {
+		switch r.Operator() {
+		case selection.Equals, selection.DoubleEquals, selection.In, selection.Exists, selection.GreaterThan, selection.LessThan:
+			return true
+		}
+	}
+	return false
 }
 
 // offNamespace is where the off switch's ConfigMap is looked for.

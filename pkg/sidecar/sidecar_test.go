@@ -38,9 +38,20 @@ func TestValidate(t *testing.T) {
 		}},
 		{name: "not measuring: any socket", edit: func(o *Options) { o.CiliumSocket = "" }},
 		{name: "a bad selector and socket", edit: func(o *Options) { o.MeasureCiliumPropagation, o.CiliumSocket = "a=b=c", "cilium.sock" }, want: []string{
-			`--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-propagation=true)`,
+			`--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-cilium-propagation=true)`,
 			`--cilium-socket "cilium.sock" must be the absolute path of cilium-agent's API socket`,
 		}},
+		{name: "a selector that picks every node", edit: func(o *Options) {
+			o.MeasureCiliumPropagation, o.CiliumSocket = "!netready.io/skip", DefaultCiliumSocket
+		}, want: []string{
+			`--measure-cilium-propagation "!netready.io/skip" would select every node without the label: name a label the measuring nodes have, such as netready.io/measure-cilium-propagation=true`,
+		}},
+		{name: "a blank selector", edit: func(o *Options) { o.MeasureCiliumPropagation, o.CiliumSocket = " ", DefaultCiliumSocket }, want: []string{
+			`--measure-cilium-propagation " " would select every node without the label: name a label the measuring nodes have, such as netready.io/measure-cilium-propagation=true`,
+		}},
+		{name: "a socket path the agent client cannot take", edit: func(o *Options) {
+			o.MeasureCiliumPropagation, o.CiliumSocket = "netready.io/m=true", "/var/run/"+strings.Repeat("c", 120)+".sock"
+		}, want: []string{`--cilium-socket "/var/run/` + strings.Repeat("c", 120) + `.sock": cilium agent socket: "unix:///var/run/` + strings.Repeat("c", 120) + `.sock": unix socket path longer than 107 bytes`}},
 		{name: "everything wrong", edit: func(o *Options) {
 			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
 			o.Resync, o.Workers, o.UnobservedGrace, o.Unobserved, o.CNIConfDir = 0, 0, -time.Second, "maybe", "net.d"
@@ -67,7 +78,7 @@ func TestValidate(t *testing.T) {
 			// The condition type's and the selector's messages go on
 			// with the API's rules.
 			for i := range got {
-				for _, prefix := range []string{`--condition-type "bad condition"`, `--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-propagation=true)`} {
+				for _, prefix := range []string{`--condition-type "bad condition"`, `--measure-cilium-propagation "a=b=c" is not a label selector (such as netready.io/measure-cilium-propagation=true)`} {
 					if strings.HasPrefix(got[i], prefix) {
 						got[i] = prefix
 					}
