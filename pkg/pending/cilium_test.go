@@ -332,3 +332,27 @@ func readyPublished(t *testing.T, got *marker.Marker) *marker.CheckResult {
 	}
 	return published
 }
+
+// TestSettleHoldSurvivesAReadThatCannotTell: a read that fails during the
+// hold (the API server refused it) neither ends the hold nor calls the pod
+// ready; the next read that finds the CiliumEndpoint still published, once
+// the hold is over, does. Had the failure restarted the hold, the read
+// after the new hold would find the CiliumEndpoint gone for good.
+func TestSettleHoldSurvivesAReadThatCannotTell(t *testing.T) {
+	s := marker.Store{Dir: filepath.Join(t.TempDir(), "state")}
+	m := ciliumMarker(t, s, fakeAgent(t, 1234))
+	m.Pending.CiliumSettleMs = 300
+	refused := func() ([]byte, error) { return nil, fmt.Errorf("forbidden: the test refuses this read") }
+	ok := answer(cep("c1", 42, 1234, "10.200.0.5"))
+	ceps := &cepSequence{steps: []func() ([]byte, error){ok, refused, ok, notFound}}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	got, err := Recheck(ctx, Inputs{Store: s, CiliumEndpoints: ceps}, m, Schedule{Round: time.Second, Patience: time.Minute, MaxGap: time.Second}, func(*marker.Marker) {})
+	if err != nil {
+		t.Fatalf("Recheck: %v (the failed read restarted the hold?)", err)
+	}
+	readyPublished(t, got)
+	if ceps.calls != 3 {
+		t.Errorf("%d CiliumEndpoint reads, want 3: published, refused, published", ceps.calls)
+	}
+}
