@@ -71,7 +71,22 @@ type Options struct {
 	// propagation), asking the agent at CiliumSocket. Empty: off.
 	MeasureCiliumPropagation string
 	CiliumSocket             string
+	// KubeAPIQPS and KubeAPIBurst pace the sidecar's requests, as
+	// kubelet's flags of the same names pace its own: a node that starts
+	// many gated pods at once (a drain's refill) must not wait on
+	// client-go's default of 5 a second.
+	KubeAPIQPS   float64
+	KubeAPIBurst int
 }
+
+// DefaultKubeAPIQPS and DefaultKubeAPIBurst are kubelet's defaults: the
+// sidecar sends at most one write per gated pod start (two requests with
+// Cilium's crossNode), so it needs no more than kubelet, which writes
+// three per pod start.
+const (
+	DefaultKubeAPIQPS   = 50
+	DefaultKubeAPIBurst = 100
+)
 
 // DefaultCiliumSocket is where cilium-agent serves its API.
 const DefaultCiliumSocket = "/var/run/cilium/cilium.sock"
@@ -116,6 +131,9 @@ func (o *Options) Validate() error {
 	if o.Unobserved != conditions.UnobservedReady && o.Unobserved != conditions.UnobservedNotReady {
 		errs = append(errs, fmt.Errorf("--unobserved %q must be %q or %q", o.Unobserved, conditions.UnobservedReady, conditions.UnobservedNotReady))
 	}
+	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive", o.KubeAPIQPS, o.KubeAPIBurst))
+	}
 	if o.ScopeUnknownHold < 0 {
 		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))
 	}
@@ -150,6 +168,7 @@ func Run(ctx context.Context, o Options, log *slog.Logger) error {
 		return fmt.Errorf("no Kubernetes client config: %w", err)
 	}
 	cfg.UserAgent = "netready-sidecar"
+	cfg.QPS, cfg.Burst = float32(o.KubeAPIQPS), o.KubeAPIBurst
 	// Every client below writes through gate: closed until the scope is
 	// proved, and again whenever a re-check fails.
 	gate := writegate.New(errors.New("the scope check has not passed yet"), kubeapi.Timeout)

@@ -21,6 +21,7 @@ func validOptions() Options {
 		Config: conditions.Config{StateDir: "/run/netready", NodeName: "node-a", ConditionType: "netready.io/network-ready",
 			PendingTimeout: time.Minute, Resync: time.Minute, Workers: 1, Unobserved: conditions.UnobservedReady},
 		CNIConfDir: "/etc/cni/net.d", PoolResync: time.Minute, PoolForgetAfter: time.Second,
+		KubeAPIQPS: DefaultKubeAPIQPS, KubeAPIBurst: DefaultKubeAPIBurst,
 	}
 }
 
@@ -52,6 +53,9 @@ func TestValidate(t *testing.T) {
 		{name: "a socket path the agent client cannot take", edit: func(o *Options) {
 			o.MeasureCiliumPropagation, o.CiliumSocket = "netready.io/m=true", "/var/run/"+strings.Repeat("c", 120)+".sock"
 		}, want: []string{`--cilium-socket "/var/run/` + strings.Repeat("c", 120) + `.sock": cilium agent socket: "unix:///var/run/` + strings.Repeat("c", 120) + `.sock": unix socket path longer than 107 bytes`}},
+		{name: "no API requests at all", edit: func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 0, 0 }, want: []string{
+			"--kube-api-qps 0 and --kube-api-burst 0 must be positive",
+		}},
 		{name: "everything wrong", edit: func(o *Options) {
 			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
 			o.Resync, o.Workers, o.UnobservedGrace, o.Unobserved, o.CNIConfDir = 0, 0, -time.Second, "maybe", "net.d"

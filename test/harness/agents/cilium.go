@@ -80,12 +80,12 @@ func StartRealCilium(t testing.TB, a *kube.APIServer, podCIDR string) *RealCiliu
 	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "addr", "add", "10.200.97.2/30", "dev", "nrcil0")
 	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "link", "set", "nrcil0", "up")
 	harness.MustRun(t, "ip", "netns", "exec", netns, "ip", "route", "add", "default", "via", "10.200.97.1")
-	applyCiliumCRDs(t, a)
+	ApplyCiliumCRDs(t, a)
 	return launchCilium(t, a, ciliumNode{name: CiliumNode, podCIDR: podCIDR, ip: "10.200.97.2", device: "nrcil0", netns: netns})
 }
 
-// applyCiliumCRDs gives a the CRDs of the Cilium build.
-func applyCiliumCRDs(t testing.TB, a *kube.APIServer) {
+// ApplyCiliumCRDs gives a the CRDs of the Cilium build.
+func ApplyCiliumCRDs(t testing.TB, a *kube.APIServer) {
 	t.Helper()
 	crds, _ := filepath.Glob(filepath.Join(ciliumBins(t), "crds", "*.yaml"))
 	for _, f := range crds {

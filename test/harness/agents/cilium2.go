@@ -77,7 +77,7 @@ func StartCiliumCrossNodeBed(t testing.TB, apiArgs ...string) *CiliumCrossNodeBe
 		harness.MustRun(t, "ip", "netns", "exec", n, "ip", "addr", "add", ip+"/30", "dev", "nrcilul")
 		harness.MustRun(t, "ip", "netns", "exec", n, "ip", "link", "set", "nrcilul", "up")
 	}
-	applyCiliumCRDs(t, a)
+	ApplyCiliumCRDs(t, a)
 	spec := func(name, podCIDR, ip, netns string) ciliumNode {
 		return ciliumNode{name: name, podCIDR: podCIDR, ip: ip, device: "nrcilul", netns: netns, native: true, nativeCIDR: ciliumNativeCIDR}
 	}

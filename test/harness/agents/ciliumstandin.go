@@ -24,7 +24,7 @@ var ciliumStages = []map[string]any{
 		"policy": map[string]any{"realized": map[string]any{"policy-revision": 7}, "spec": map[string]any{"policy-revision": 7}}}},
 	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": 48861, "labels": []string{"k8s:app=web"}},
 		"policy": map[string]any{"realized": map[string]any{"policy-revision": 7}, "spec": map[string]any{"policy-revision": 8}}}},
-	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": 48861, "labels": []string{"k8s:app=web"}},
+	{"id": 1742, "status": map[string]any{"state": "ready", "identity": map[string]any{"id": CiliumFinalIdentity, "labels": []string{"k8s:app=web"}},
 		"policy": map[string]any{"realized": map[string]any{"policy-revision": 8}, "spec": map[string]any{"policy-revision": 8}}}},
 }
 
@@ -37,6 +37,34 @@ type CiliumAgent struct {
 
 	mu        sync.Mutex
 	firstSeen map[string]time.Time
+	// node and nodeIP, once AsNode names them, answer /v1/cluster/nodes;
+	// /v1/ip then maps every IP to the final identity, and ipQueries
+	// counts those asks.
+	node, nodeIP string
+	ipQueries    int
+}
+
+// CiliumProgrammed is the stage, in ciliumStages, of an endpoint
+// programmed with its final identity, CiliumFinalIdentity.
+const (
+	CiliumProgrammed    = 5
+	CiliumFinalIdentity = 48861
+)
+
+// AsNode makes the agent answer as node's, with nodeIP as its address,
+// what the propagation meter asks: /v1/cluster/nodes, and /v1/ip, whose
+// ipcache has learned every IP at once with the final identity.
+func (a *CiliumAgent) AsNode(node, nodeIP string) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.node, a.nodeIP = node, nodeIP
+}
+
+// IPQueries is how many /v1/ip requests the agent has answered.
+func (a *CiliumAgent) IPQueries() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.ipQueries
 }
 
 // StartCiliumAgent serves the stand-in agent on sock: each endpoint moves
@@ -55,6 +83,9 @@ func StartCiliumAgent(t testing.TB, sock string, step time.Duration, stuck int) 
 }
 
 func (a *CiliumAgent) serve(w http.ResponseWriter, r *http.Request) {
+	if a.serveNode(w, r) {
+		return
+	}
 	id, ok := strings.CutPrefix(r.URL.Path, "/v1/endpoint/")
 	if !ok || !strings.HasPrefix(id, "cni-attachment-id:") {
 		http.Error(w, "invalid endpoint ID", http.StatusBadRequest)
@@ -67,6 +98,33 @@ func (a *CiliumAgent) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	w.Header().Set("Content-Type", "application/json")
 	json.NewEncoder(w).Encode(ciliumStages[stage])
+}
+
+// serveNode answers the meter's requests once AsNode was called, shaped
+// as api/v1/openapi.yaml's ClusterNodeStatus and IPListEntry; false when
+// r is not one of them.
+func (a *CiliumAgent) serveNode(w http.ResponseWriter, r *http.Request) bool {
+	a.mu.Lock()
+	node, nodeIP := a.node, a.nodeIP
+	if node != "" && r.URL.Path == "/v1/ip" {
+		a.ipQueries++
+	}
+	a.mu.Unlock()
+	var answer any
+	switch {
+	case node == "":
+		return false
+	case r.URL.Path == "/v1/cluster/nodes":
+		answer = map[string]any{"self": node, "nodes-added": []any{map[string]any{"name": node,
+			"primary-address": map[string]any{"ipv4": map[string]any{"ip": nodeIP}}}}}
+	case r.URL.Path == "/v1/ip":
+		answer = []any{map[string]any{"cidr": r.URL.Query().Get("cidr"), "identity": CiliumFinalIdentity}}
+	default:
+		return false
+	}
+	w.Header().Set("Content-Type", "application/json")
+	json.NewEncoder(w).Encode(answer)
+	return true
 }
 
 func (a *CiliumAgent) stage(id string) int {

@@ -25,8 +25,9 @@ import (
 var scopeResources = []string{"validatingadmissionpolicies", "validatingadmissionpolicybindings", "clusterroles", "clusterrolebindings"}
 
 // startScopedSidecars starts one sidecar per node as deploy/ runs it:
-// --require-scope, with a token bound to its own pod on its node.
-func startScopedSidecars(b *testing.B, a *kube.APIServer, nodes, states []string) {
+// --require-scope, with a token bound to its own pod on its node, and
+// node i's extra flags; it returns their listen addresses.
+func startScopedSidecars(b *testing.B, a *kube.APIServer, nodes, states []string, extra func(i int) []string) (listens []string) {
 	for i, node := range nodes {
 		self := kube.PlainPod("kube-system", "netready-"+node, node)
 		self.Spec.ServiceAccountName = "netready-sidecar"
@@ -35,9 +36,11 @@ func startScopedSidecars(b *testing.B, a *kube.APIServer, nodes, states []string
 			b.Fatal(err)
 		}
 		kubeconfig := a.Kubeconfig("sidecar-"+node, a.BoundToken(b, self))
-		kube.StartSidecarWith(b, a, kubeconfig, states[i], node,
-			"--require-scope", "--pod-namespace", self.Namespace, "--pod-name", self.Name, "--cni-conf-dir", "")
+		listen, _ := kube.StartSidecarWith(b, a, kubeconfig, states[i], node, append([]string{
+			"--require-scope", "--pod-namespace", self.Namespace, "--pod-name", self.Name, "--cni-conf-dir", ""}, extra(i)...)...)
+		listens = append(listens, listen)
 	}
+	return listens
 }
 
 // auditEvent is what the benchmark reads of the audit log's lines.

@@ -21,6 +21,7 @@ import (
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
 	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/agents"
 	"github.com/netready/netready/test/harness/cnitest"
 	"github.com/netready/netready/test/harness/kube"
 )
@@ -34,6 +35,19 @@ type scaleRun struct {
 	apiCPU, etcdCPU float64
 	apiRSS          []float64 // MB, sampled each second
 	window          [2]time.Time
+	// podEvents, cepEvents: watch events of pods and CiliumEndpoints the
+	// API server sent during the churn; ipQueries: the meter's asks of
+	// its agent.
+	podEvents, cepEvents, ipQueries int
+}
+
+// churnOpts say what a churn runs against.
+type churnOpts struct {
+	// published: the sidecars run, so the churn waits for the conditions.
+	published bool
+	// cilium: crossNode with Cilium; ADD's markers are pending and each
+	// pod gets its CiliumEndpoint.
+	cilium *ciliumScale
 }
 
 // BenchmarkSidecarsAt100Nodes: one real kube-apiserver and etcd with
@@ -41,13 +55,18 @@ type scaleRun struct {
 // processes, each for its own node, scoped as deploy/ runs them (a token
 // bound to its own pod; pool watch off: this measures pod publishing). A driver binds pods by
 // nodeName at 20 gated and 5 ungated starts a second across the cluster,
-// writes the marker ADD would write, and deletes each pod (and its marker,
-// as DEL does) 30 s later. The same churn runs first without sidecars.
+// writes the marker ADD would write, and deletes each pod 30 s later, and
+// its marker 100 ms after that, as DEL does once kubelet has stopped the
+// pod. The same churn runs first without sidecars.
 // Requests are attributed to the sidecars by the API server's audit log
 // (their user); watch connections come from its /metrics; CPU from /proc.
 // Then the scope check's cost: its dry-run writes and watches at start,
 // during the churn, and after a change that decides the scope and one
 // that does not (bench_scale_scope_test.go).
+// Then a third churn with crossNode on, with Cilium (bench_scale_crossnode_test.go):
+// ADD's marker is pending, the driver writes each pod's CiliumEndpoint
+// as its agent would, one stand-in agent answers the checks, and node
+// 0's sidecar measures the propagation, as crossNode.measure would.
 // Last, a real kubelet node shows what kubelet itself writes per pod start.
 // NETREADY_SCALE_NODES and NETREADY_SCALE_CHURN shorten it.
 func BenchmarkSidecarsAt100Nodes(b *testing.B) {
@@ -73,24 +92,31 @@ func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 		names[i] = fmt.Sprintf("scale-%03d", i)
 		states[i] = filepath.Join(dir, "state", names[i])
 		os.MkdirAll(states[i], 0o755)
-		if _, err := driver.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}, metav1.CreateOptions{}); err != nil {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: names[i]}}
+		if i == meterNode {
+			node.Labels = map[string]string{agents.MeasureLabel: "true"}
+		}
+		if _, err := driver.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 			b.Fatal(err)
 		}
 	}
 
-	without := scaleChurn(b, a, driver, names, states, "a", churn, false)
+	without := scaleChurn(b, a, driver, names, states, "a", churn, churnOpts{})
+	cilium := startCiliumScale(b, a, driver, dir, names[meterNode])
 
 	// The API server idle, before and after the sidecars start: what their
 	// watches alone hold, apart from the heap a churn grows.
 	idleWithout := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
 	watchesBefore, scopeWatchesBefore := podWatches(b, a), scopeWatches(b, a)
 	startedAt := time.Now()
-	startScopedSidecars(b, a, names, states)
+	listens := startScopedSidecars(b, a, names, states, cilium.sidecarArgs)
 	b.Logf("%d sidecars ready in %.1fs", nodes, time.Since(startedAt).Seconds())
 	watches := [2]int{watchesBefore, podWatches(b, a)}
 	scopeWatchesOpen := scopeWatches(b, a) - scopeWatchesBefore
 	idleWith := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
-	with := scaleChurn(b, a, driver, names, states, "b", churn, true)
+	with := scaleChurn(b, a, driver, names, states, "b", churn, churnOpts{published: true})
+	crossNode := scaleChurn(b, a, driver, names, states, "c", churn, churnOpts{published: true, cilium: cilium})
+	crossRows := crossNodeRows(b, auditLog, listens[meterNode], with, crossNode)
 
 	reqs, byPod := auditCounts(b, auditLog, with.window)
 	startup, _ := auditCounts(b, auditLog, [2]time.Time{startedAt, with.window[0]})
@@ -99,17 +125,7 @@ func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 	scopeRows := scopeFigures(b, a, auditLog, nodes)
 	// Writes about each pod: its status patches and Events, by the pod's
 	// name ("b-<i>", ungated when i%5 == 4).
-	gatedWrites, ungatedReqs := 0, 0
-	for pod, n := range byPod {
-		i, err := strconv.Atoi(strings.TrimPrefix(pod, "b-"))
-		switch {
-		case err != nil:
-		case i%5 == 4:
-			ungatedReqs += n
-		default:
-			gatedWrites += n
-		}
-	}
+	gatedWrites, ungatedReqs := podWrites(byPod, "b")
 	perGated := float64(gatedWrites) / float64(with.gated)
 	fmt.Printf("\nThe sidecar at %d nodes: %d gated and %d ungated pod starts in %s (%.0f a second), each pod deleted 30 s after its start; the same churn without sidecars first.\n",
 		nodes, with.gated, with.ungated, churn, float64(with.gated+with.ungated)/churn.Seconds())
@@ -132,7 +148,7 @@ func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 	fmt.Printf("| scope check during the churn (%s): dry-run writes; their lists and watches | %d (%.3f a second); %d LIST, %d WATCH | 0: no change, and the clock is 30 min | %s |\n",
 		churn, churnDry, float64(churnDry)/with.window[1].Sub(with.window[0]).Seconds(), churnLists, churnWatches, metOrMissed(churnDry == 0))
 	fmt.Printf("| scope watch connections open at the API server | +%d | four per sidecar | %s |\n", scopeWatchesOpen, metOrMissed(scopeWatchesOpen == 4*nodes))
-	for _, row := range scopeRows {
+	for _, row := range append(scopeRows, crossRows...) {
 		fmt.Println(row)
 	}
 	fmt.Printf("| kubelet's pods/status writes per pod start, on a real kubelet node after the churn (pause pods, created to Ready; their deletion apart) | %s | | |\n", kubeletStatusWrites(b))
@@ -183,7 +199,7 @@ func kubeletStatusWrites(b *testing.B) string {
 
 // scaleChurn runs the churn for d and returns its figures once every gated
 // pod's condition is seen (or 60 s after the churn).
-func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, published bool) scaleRun {
+func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, nodes, states []string, prefix string, d time.Duration, opts churnOpts) scaleRun {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	var mu sync.Mutex
@@ -229,9 +245,23 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 		name, path string
 		until      time.Time
 	}
+	// DEL comes as kubelet sends it: once the pod's deletion is out and
+	// its containers are stopped, here delAfter after the deletion.
+	const delAfter = 100 * time.Millisecond
+	var dels []live
+	del := func(l live) {
+		os.Remove(l.path)
+		if opts.cilium != nil {
+			opts.cilium.unpublish(context.Background(), "default", l.name)
+		}
+	}
 	var alive []live
 	var run scaleRun
 	apiCPU0, etcdCPU0 := cpuSeconds(a.KubeAPI.Process.Pid), cpuSeconds(a.Etcd.Process.Pid)
+	podEvents0, cepEvents0, ipQueries0 := watchEvents(b, a, "pods"), watchEvents(b, a, "ciliumendpoints"), 0
+	if opts.cilium != nil {
+		ipQueries0 = opts.cilium.agent.IPQueries()
+	}
 	run.window[0] = time.Now()
 	const every = 40 * time.Millisecond // 25 starts a second: 4 gated, 1 ungated
 	next := time.Now()
@@ -254,10 +284,18 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 			b.Fatal(err)
 		}
 		m := cnitest.ReadyMarker("scale", name, created, "10.200.0.5/24")
+		if opts.cilium != nil {
+			m = opts.cilium.pendingMarker(created, scalePodIP(i))
+		}
 		now := m.CreatedAt.Time
 		store := marker.Store{Dir: states[node]}
 		if err := store.Write(m); err != nil {
 			b.Fatal(err)
+		}
+		if opts.cilium != nil {
+			if err := opts.cilium.publish(ctx, created, node, scalePodIP(i)); err != nil {
+				b.Fatalf("CiliumEndpoint of %s: %v", name, err)
+			}
 		}
 		if gated {
 			mu.Lock()
@@ -268,13 +306,17 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 		alive = append(alive, live{name, path, now.Add(30 * time.Second)})
 		for len(alive) > 0 && time.Now().After(alive[0].until) {
 			driver.CoreV1().Pods("default").Delete(ctx, alive[0].name, metav1.DeleteOptions{})
-			os.Remove(alive[0].path)
+			dels = append(dels, live{alive[0].name, alive[0].path, time.Now().Add(delAfter)})
 			alive = alive[1:]
+		}
+		for len(dels) > 0 && time.Now().After(dels[0].until) {
+			del(dels[0])
+			dels = dels[1:]
 		}
 	}
 	run.window[1] = time.Now()
 	run.apiCPU, run.etcdCPU = cpuSeconds(a.KubeAPI.Process.Pid)-apiCPU0, cpuSeconds(a.Etcd.Process.Pid)-etcdCPU0
-	if published {
+	if opts.published {
 		for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
 			mu.Lock()
 			n := len(seenAt)
@@ -287,10 +329,17 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 	// Requests of the churn's pods count until the last is deleted.
 	for _, l := range alive {
 		driver.CoreV1().Pods("default").Delete(context.Background(), l.name, metav1.DeleteOptions{})
-		os.Remove(l.path)
+	}
+	time.Sleep(delAfter)
+	for _, l := range append(dels, alive...) {
+		del(l)
 	}
 	time.Sleep(5 * time.Second)
 	run.window[1] = time.Now()
+	run.podEvents, run.cepEvents = watchEvents(b, a, "pods")-podEvents0, watchEvents(b, a, "ciliumendpoints")-cepEvents0
+	if opts.cilium != nil {
+		run.ipQueries = opts.cilium.agent.IPQueries() - ipQueries0
+	}
 	cancel()
 	run.apiRSS = <-rss
 	mu.Lock()
@@ -301,7 +350,7 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 		}
 	}
 	slices.Sort(run.latency)
-	if published && len(run.latency) < run.gated*9/10 {
+	if opts.published && len(run.latency) < run.gated*9/10 {
 		b.Errorf("only %d of %d gated pods' conditions were seen", len(run.latency), run.gated)
 	}
 	return run
