@@ -139,9 +139,16 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		j, next := notInEffect(current, v.NeverWrote, o, cur, mem, staleNames, now)
 		return keep(j, next)
 	}
+	earned := cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed
+	if earned && noSandboxAgain(pod) {
+		// Its sandbox went, and kubelet makes it no other: the pod's end.
+		return keep(judgement{}, mem)
+	}
 	var after time.Duration
 	if since, up := sandboxUp(pod); up {
-		if after = since.Add(o.UnobservedGrace).Sub(now); after <= 0 {
+		if behind, wait := kubeletBehind(cur, since, now, o.UnobservedGrace); behind {
+			after = wait
+		} else if after = since.Add(o.UnobservedGrace).Sub(now); after <= 0 {
 			// A marker that could never be read may be this pod's. A
 			// pod already judged otherwise keeps its condition: one bad
 			// file must not flip every running pod of the node.
@@ -159,7 +166,7 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 			return keep(j, next)
 		}
 	}
-	if cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed && !finished(pod) {
+	if earned && !finished(pod) {
 		next := mem.withGone("", staleNames)
 		for _, id := range strings.Split(mem.Judged, ",") {
 			next = next.withGone(id, nil)
@@ -278,6 +285,45 @@ func markerName(m *marker.Marker) string {
 // it leaves its Services anyway, and a write for it buys nothing.
 func finished(pod *corev1.Pod) bool {
 	return pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed
+}
+
+// kubeletBehind says that a pod with no marker, whose sandbox kubelet
+// reports up since since, is one whose sandbox kubelet has not reported
+// gone yet (its DEL often reaches the sidecar first), rather than a new
+// sandbox that netready did not see. So it is while cur, a True that a
+// sandbox earned or a False saying that sandbox went, was set no earlier
+// than the sandbox came up (both in whole seconds). The False's holds for
+// at most grace after it, wait being what is left: kubelet reports a gone
+// sandbox within seconds, and no pod is held on a guess for longer.
+func kubeletBehind(cur *corev1.PodCondition, since, now time.Time, grace time.Duration) (behind bool, wait time.Duration) {
+	switch {
+	case cur == nil || cur.LastTransitionTime.IsZero() || since.After(cur.LastTransitionTime.Time):
+		return false, 0
+	case cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed:
+		return true, 0
+	case cur.Reason == publish.ReasonSandboxChanged:
+		wait = cur.LastTransitionTime.Add(grace + time.Second).Sub(now)
+		return wait > 0, max(wait, 0)
+	}
+	return false, 0
+}
+
+// noSandboxAgain says kubelet makes no other sandbox for pod: with
+// restartPolicy Never, once a container of it was created, a sandbox that
+// goes ends the pod (kuberuntime's computePodActions). Its DEL is then its
+// end, and the phase kubelet writes apart from it, often after it, is on
+// its way; no sandbox can come to claim the True, and the containers are
+// gone with the sandbox, so the pod is not Ready whatever the condition
+// says. A SandboxChanged there would be a False and a Warning Event on
+// every Job pod that finishes.
+func noSandboxAgain(pod *corev1.Pod) bool {
+	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
+		return false
+	}
+	created := func(s corev1.ContainerStatus) bool {
+		return s.ContainerID != "" || s.State.Running != nil || s.State.Terminated != nil
+	}
+	return slices.ContainsFunc(pod.Status.InitContainerStatuses, created) || slices.ContainsFunc(pod.Status.ContainerStatuses, created)
 }
 
 // staleMarkers splits a pod's markers into those of its current sandbox

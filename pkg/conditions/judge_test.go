@@ -95,6 +95,39 @@ func TestJudge(t *testing.T) {
 			p.Status.Phase = corev1.PodSucceeded
 			return p
 		}(), nil, judgement{}},
+		{"marker removed before kubelet reports the sandbox down: SandboxChanged, not not observed", func() *corev1.Pod {
+			won := earned
+			won.LastTransitionTime = metav1.NewTime(t0.Add(time.Second))
+			return pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), won)
+		}(), nil, sandboxChanged()},
+		{"SandboxChanged, kubelet still behind: no write, looked at again when it may no longer be", func() *corev1.Pod {
+			gone := publish.SandboxChanged("T", "aaaaaaaaaaaa", nil)
+			gone.LastTransitionTime = metav1.NewTime(now.Add(-5 * time.Second))
+			return pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), gone)
+		}(), nil, judgement{After: 26 * time.Second}},
+		{"SandboxChanged, kubelet still shows that sandbox past the grace: judged as not observed", func() *corev1.Pod {
+			gone := publish.SandboxChanged("T", "aaaaaaaaaaaa", nil)
+			gone.LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))
+			return pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), gone)
+		}(), nil, judgement{Cond: publish.NotObserved("T", true, 30*time.Second), Publish: true}},
+		{"restartPolicy Never, a container created, marker removed: the pod's end, no write", func() *corev1.Pod {
+			p := pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), earned)
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+			return p
+		}(), nil, judgement{}},
+		{"restartPolicy Never, no container created yet, marker removed: kubelet makes another sandbox", func() *corev1.Pod {
+			p := pod("10.1.0.5", prtsc(corev1.ConditionFalse, now), earned)
+			p.Spec.RestartPolicy = corev1.RestartPolicyNever
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", State: corev1.ContainerState{Waiting: &corev1.ContainerStateWaiting{Reason: "ContainerCreating"}}}}
+			return p
+		}(), nil, sandboxChanged()},
+		{"restartPolicy OnFailure, a container created, marker removed: a new sandbox may come", func() *corev1.Pod {
+			p := pod("10.1.0.5", prtsc(corev1.ConditionFalse, now), earned)
+			p.Spec.RestartPolicy = corev1.RestartPolicyOnFailure
+			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
+			return p
+		}(), nil, sandboxChanged()},
 		{"not observed True is not a sandbox's: no change while recreated", pod("10.1.0.5", prtsc(corev1.ConditionFalse, now),
 			publish.NotObserved("T", true, 30*time.Second)), nil, judgement{}},
 		{"nothing yet", pod("", prtsc(corev1.ConditionFalse, now)), nil, judgement{}},

@@ -1,0 +1,163 @@
+//go:build integration
+
+package node
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/netready/netready/pkg/publish"
+	"github.com/netready/netready/test/harness"
+	"github.com/netready/netready/test/harness/cnitest"
+	"github.com/netready/netready/test/harness/kube"
+)
+
+// TestSandboxGoneTakesItsTrue: on a real node (kubelet, containerd), the
+// sidecar learns a pod's sandbox went from its DEL, which comes before
+// kubelet's status says so.
+//   - A running pod whose sandbox is stopped (crictl stopp): its True goes
+//     to False (SandboxChanged) at once, never to a not-observed True, and
+//     the new sandbox's ADD earns it back.
+//   - A gated pod with restartPolicy Never that finishes: kubelet makes it
+//     no other sandbox, so its DEL is its end: no False, no Warning Event.
+//
+// The sidecar's --unobserved-grace is 2 s, so that the stopped sandbox has
+// been up longer than it, as a long-running pod's has.
+func TestSandboxGoneTakesItsTrue(t *testing.T) {
+	image := os.Getenv("NETREADY_CLIENT_IMAGE")
+	if _, err := os.Stat(image); err != nil {
+		t.Fatalf("NETREADY_CLIENT_IMAGE: %v; run `make test` (it builds the client image)", err)
+	}
+	n := kube.StartNode(t)
+	n.ImportImage(image)
+	cnitest.GuardForwarding(t, fpSubnet)
+	data, err := os.ReadFile(filepath.Join(harness.BinDir, "netready"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	os.WriteFile(filepath.Join(n.BinDir, "netready"), data, 0o755)
+	kube.StartSidecarProc(t, n.Path("pki/admin.kubeconfig"), n.Path("state"), kube.NodeName,
+		"--condition-type", kube.NodeConditionType, "--cni-conf-dir", "", "--unobserved-grace", "2s")
+	writeFirstPacketConflist(n, fmt.Sprintf(`{"type": "netready", "timeout": "10s", "stateDir": %q, "checks": [{"kind": "address"}]}`, n.Path("state")))
+	ctx := context.Background()
+
+	t.Run("a running pod's sandbox stopped", func(t *testing.T) {
+		n.T = t
+		n.CreatePod(kube.NodePod("web", true))
+		n.WaitPod("web", "Ready", time.Minute, kube.PodReady)
+		sandbox := strings.TrimSpace(crictl(t, n, "pods", "--name", "web", "--state", "ready", "-q"))
+		time.Sleep(3 * time.Second) // past --unobserved-grace since the sandbox came up
+		conds := watchCondition(t, n, "web")
+		crictl(t, n, "stopp", sandbox)
+		p := n.WaitPod("web", "True from a new sandbox", 2*time.Minute, func(p *corev1.Pod) bool {
+			c := publish.Current(p, kube.NodeConditionType)
+			return c != nil && c.Status == corev1.ConditionTrue && c.Reason == publish.ReasonProgrammed && !strings.Contains(c.Message, sandbox[:12])
+		})
+		seen := conds()
+		var reasons []string
+		for _, c := range seen {
+			reasons = append(reasons, fmt.Sprintf("%s/%s", c.Status, c.Reason))
+		}
+		if len(seen) == 0 || seen[0].Status != corev1.ConditionFalse || seen[0].Reason != publish.ReasonSandboxChanged {
+			t.Errorf("conditions after the sandbox stopped: %v; want SandboxChanged False first", reasons)
+		}
+		for _, c := range seen {
+			if c.Reason == publish.ReasonNotObserved {
+				t.Errorf("the pod was judged not observed (%s) while kubelet had yet to report its sandbox gone: %v", c.Message, reasons)
+			}
+		}
+		t.Logf("after crictl stopp: %v; now %q", reasons, publish.Current(p, kube.NodeConditionType).Message)
+	})
+
+	t.Run("a restartPolicy Never pod that finishes", func(t *testing.T) {
+		n.T = t
+		const pods = 5
+		for i := range pods {
+			n.CreatePod(clientPod(fmt.Sprintf("job-%d", i), 9, true, false))
+		}
+		n.WaitFor("every job pod finished", 2*time.Minute, func() bool {
+			list, err := n.Admin.CoreV1().Pods("default").List(ctx, metav1.ListOptions{})
+			done := 0
+			for _, p := range list.Items {
+				if strings.HasPrefix(p.Name, "job-") && (p.Status.Phase == corev1.PodSucceeded || p.Status.Phase == corev1.PodFailed) {
+					done++
+				}
+			}
+			return err == nil && done == pods
+		})
+		// The sidecar handles the DEL within milliseconds; give it time.
+		time.Sleep(3 * time.Second)
+		evs, err := n.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range evs.Items {
+			if strings.HasPrefix(e.InvolvedObject.Name, "job-") && e.Reason == publish.ReasonSandboxChanged {
+				t.Errorf("%s: Warning %s %q for a pod that finished", e.InvolvedObject.Name, e.Reason, e.Message)
+			}
+		}
+		for i := range pods {
+			if c := publish.Current(n.Pod(fmt.Sprintf("job-%d", i)), kube.NodeConditionType); c == nil || c.Status != corev1.ConditionTrue {
+				t.Errorf("job-%d's condition %+v, want the True its sandbox earned, kept", i, c)
+			}
+		}
+	})
+	n.T = t
+	clearPods(n, ctx)
+}
+
+// crictl runs crictl against the node's containerd.
+func crictl(t *testing.T, n *kube.K8sNode, args ...string) string {
+	t.Helper()
+	out, err := n.CRI.Crictl(args...)
+	if err != nil {
+		t.Fatalf("crictl %s: %v\n%s", strings.Join(args, " "), err, out)
+	}
+	return out
+}
+
+// watchCondition records each change of the pod's netready condition from
+// now on; the returned func gives them so far.
+func watchCondition(t *testing.T, n *kube.K8sNode, name string) func() []corev1.PodCondition {
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(cancel)
+	w, err := n.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var seen []corev1.PodCondition
+	var last *corev1.PodCondition
+	go func() {
+		for ev := range w.ResultChan() {
+			p, ok := ev.Object.(*corev1.Pod)
+			if !ok {
+				continue
+			}
+			c := publish.Current(p, kube.NodeConditionType)
+			mu.Lock()
+			if c != nil && (last == nil || c.Status != last.Status || c.Reason != last.Reason || c.Message != last.Message) {
+				if last != nil { // the first is the condition before the stop
+					seen = append(seen, *c)
+				}
+				last = c
+			}
+			mu.Unlock()
+		}
+	}()
+	time.Sleep(200 * time.Millisecond) // the watch's initial ADDED
+	return func() []corev1.PodCondition {
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]corev1.PodCondition(nil), seen...)
+	}
+}
