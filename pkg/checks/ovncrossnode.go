@@ -207,7 +207,7 @@ func (v verdict) met() bool { return len(v.waiting) == 0 && v.reached > 0 }
 // why says what met is waiting for.
 func (v verdict) why(target int64) string {
 	if len(v.waiting) > 0 {
-		return fmt.Sprintf("not yet at nb_cfg %d: %s", target, strings.Join(v.waiting, ", "))
+		return fmt.Sprintf("not yet at nb_cfg %d: %s", target, someChassis(v.waiting))
 	}
 	return fmt.Sprintf("no chassis has reached nb_cfg %d, this node's included, so the barrier is not moving: see that ovn-northd runs and the SB is writable", target)
 }
@@ -215,9 +215,22 @@ func (v verdict) why(target int64) string {
 func (v verdict) target(target int64) string {
 	s := fmt.Sprintf("Chassis_Private.nb_cfg >= %d on %d of %d chassis", target, v.reached, v.reached+len(v.waiting)+len(v.stalled))
 	if len(v.stalled) > 0 {
-		s += "; left out, stalled: " + strings.Join(v.stalled, ", ")
+		s += "; left out, stalled: " + someChassis(v.stalled)
 	}
 	return s
+}
+
+// namedChassis is how many chassis a reason or target names: the pod's
+// condition message holds every attachment's in 1,024 characters, and
+// with hundreds of nodes behind, a full list would crowd the others out.
+const namedChassis = 5
+
+// someChassis names the first namedChassis of names, and counts the rest.
+func someChassis(names []string) string {
+	if len(names) <= namedChassis {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:namedChassis], ", "), len(names)-namedChassis)
 }
 
 // judge sorts the chassis: reached the barrier, awaited, or stalled: behind

@@ -2,6 +2,7 @@ package checks
 
 import (
 	"encoding/json"
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -60,6 +61,24 @@ func TestJudgeChassis(t *testing.T) {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
+	}
+}
+
+// TestManyChassisAreCounted: a reason or target names five chassis and
+// counts the others, so that one attachment's cannot fill the message.
+func TestManyChassisAreCounted(t *testing.T) {
+	var names []string
+	for i := range 7 {
+		names = append(names, fmt.Sprintf("c%d (nb_cfg 5)", i))
+	}
+	v := verdict{reached: 1, waiting: names[:2], stalled: names}
+	for _, tc := range []struct{ got, want string }{
+		{v.target(9), "Chassis_Private.nb_cfg >= 9 on 1 of 10 chassis; left out, stalled: c0 (nb_cfg 5), c1 (nb_cfg 5), c2 (nb_cfg 5), c3 (nb_cfg 5), c4 (nb_cfg 5) and 2 more"},
+		{v.why(9), "not yet at nb_cfg 9: c0 (nb_cfg 5), c1 (nb_cfg 5)"},
+	} {
+		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
+			t.Errorf("(-want +got):\n%s", diff)
+		}
 	}
 }
 
