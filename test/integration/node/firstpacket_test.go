@@ -226,6 +226,28 @@ func writeFirstPacketConflist(n *kube.K8sNode, entry string) {
 }
 
 // clientPod runs the client image once (or, with stay, keeps it running).
+// startClientNode starts a real node with the client image imported,
+// forwarding guarded on the first-packet subnet, and the netready plugin
+// this test run built in the runtime's bin dir.
+func startClientNode(t *testing.T) *kube.K8sNode {
+	t.Helper()
+	image := os.Getenv("NETREADY_CLIENT_IMAGE")
+	if _, err := os.Stat(image); err != nil {
+		t.Fatalf("NETREADY_CLIENT_IMAGE: %v; run `make test` (it builds the client image)", err)
+	}
+	n := kube.StartNode(t)
+	n.ImportImage(image)
+	cnitest.GuardForwarding(t, fpSubnet)
+	data, err := os.ReadFile(filepath.Join(harness.BinDir, "netready"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(n.BinDir, "netready"), data, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
 func clientPod(name string, port int, gated, stay bool) *corev1.Pod {
 	env := []corev1.EnvVar{{Name: "TARGET", Value: net.JoinHostPort(fpGateway, strconv.Itoa(port))}, {Name: "TIMEOUT", Value: fpClientTimeout.String()}}
 	if stay {
@@ -354,13 +376,7 @@ func clearPods(n *kube.K8sNode, ctx context.Context) {
 //     in the agent's set, while ungated pods beside them are (the control
 //     of that assertion).
 func TestFirstConnectionSucceedsForEveryPod(t *testing.T) {
-	image := os.Getenv("NETREADY_CLIENT_IMAGE")
-	if _, err := os.Stat(image); err != nil {
-		t.Fatalf("NETREADY_CLIENT_IMAGE: %v; run `make test` (it builds the client image)", err)
-	}
-	n := kube.StartNode(t)
-	n.ImportImage(image)
-	cnitest.GuardForwarding(t, fpSubnet)
+	n := startClientNode(t)
 	ln, err := net.Listen("tcp", "0.0.0.0:0")
 	if err != nil {
 		t.Fatal(err)
@@ -377,11 +393,6 @@ func TestFirstConnectionSucceedsForEveryPod(t *testing.T) {
 	}()
 	port := ln.Addr().(*net.TCPAddr).Port
 	agent := startStrictAgent(t, n.Path("ipam/nr-fp"), n.Path("state"), port)
-	data, err := os.ReadFile(filepath.Join(harness.BinDir, "netready"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(n.BinDir, "netready"), data, 0o755)
 	check := `{"kind": "address"}, {"kind": "nftables", "family": "inet", "table": "nrfp", "set": "allowed4"}`
 	entry := func(timeout, onTimeout string) string {
 		return fmt.Sprintf(`{"type": "netready", "timeout": %q, "onTimeout": %q, "stateDir": %q, "logFile": %q, "checks": [%s]}`,

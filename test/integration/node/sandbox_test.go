@@ -5,8 +5,6 @@ package node
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
 	"strings"
 	"sync"
 	"testing"
@@ -16,8 +14,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/netready/netready/pkg/publish"
-	"github.com/netready/netready/test/harness"
-	"github.com/netready/netready/test/harness/cnitest"
 	"github.com/netready/netready/test/harness/kube"
 )
 
@@ -33,18 +29,7 @@ import (
 // The sidecar's --unobserved-grace is 2 s, so that the stopped sandbox has
 // been up longer than it, as a long-running pod's has.
 func TestSandboxGoneTakesItsTrue(t *testing.T) {
-	image := os.Getenv("NETREADY_CLIENT_IMAGE")
-	if _, err := os.Stat(image); err != nil {
-		t.Fatalf("NETREADY_CLIENT_IMAGE: %v; run `make test` (it builds the client image)", err)
-	}
-	n := kube.StartNode(t)
-	n.ImportImage(image)
-	cnitest.GuardForwarding(t, fpSubnet)
-	data, err := os.ReadFile(filepath.Join(harness.BinDir, "netready"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	os.WriteFile(filepath.Join(n.BinDir, "netready"), data, 0o755)
+	n := startClientNode(t)
 	kube.StartSidecarProc(t, n.Path("pki/admin.kubeconfig"), n.Path("state"), kube.NodeName,
 		"--condition-type", kube.NodeConditionType, "--cni-conf-dir", "", "--unobserved-grace", "2s")
 	writeFirstPacketConflist(n, fmt.Sprintf(`{"type": "netready", "timeout": "10s", "stateDir": %q, "checks": [{"kind": "address"}]}`, n.Path("state")))
