@@ -108,7 +108,7 @@ integration:
 	$(TEST_ENV) scripts/preserve-host.sh \
 	  $(GO) test -tags integration -count=1 -p 1 -timeout 30m -v ./test/integration/... 2>&1 | \
 	  tee $(CURDIR)/.integration.log | grep -E '^(=== RUN|--- |\s+---|PASS|FAIL|ok|panic|soak:)' ; \
-	  exit $${PIPESTATUS[0]}
+	  rc=$${PIPESTATUS[0]}; [ $$rc = 0 ] || scripts/failure-excerpt.sh $(CURDIR)/.integration.log; exit $$rc
 
 bench: deps tools containerd k8s build image test-release
 	$(TEST_ENV) scripts/preserve-host.sh \

@@ -39,7 +39,7 @@ type RealCilium struct {
 	Sock   string
 	Bins   string
 	node   ciliumNode
-	cmd    *exec.Cmd
+	agent  *harness.Daemon
 	logs   *os.File
 	apiURL string
 	api    *kube.APIServer
@@ -215,17 +215,19 @@ func (c *RealCilium) start(kubeconfig string) {
 	// agent does not take from flags (launchCilium made the mount point).
 	wrap := fmt.Sprintf("mount --make-rprivate / && mount --bind %s "+ciliumRunDir+" && exec \"$0\" \"$@\"", filepath.Join(c.dir, "varrun"))
 	c.logs, _ = os.Create(filepath.Join(c.dir, "agent.log"))
-	c.cmd = exec.Command("ip", append([]string{"netns", "exec", c.Netns, "sh", "-c", wrap}, agent...)...)
-	c.cmd.Env = append(os.Environ(), "K8S_NODE_NAME="+c.node.name, "PATH="+filepath.Join(c.dir, "tools")+":"+os.Getenv("PATH"))
-	c.cmd.Stdout, c.cmd.Stderr = c.logs, c.logs
-	c.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := c.cmd.Start(); err != nil {
+	cmd := exec.Command("ip", append([]string{"netns", "exec", c.Netns, "sh", "-c", wrap}, agent...)...)
+	cmd.Env = append(os.Environ(), "K8S_NODE_NAME="+c.node.name, "PATH="+filepath.Join(c.dir, "tools")+":"+os.Getenv("PATH"))
+	cmd.Stdout, cmd.Stderr = c.logs, c.logs
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	var err error
+	if c.agent, err = harness.StartDaemon(cmd); err != nil {
 		c.t.Fatal(err)
 	}
 	start := time.Now()
 	for !c.healthy() {
-		if c.cmd.ProcessState != nil || time.Since(start) > 3*time.Minute {
-			c.t.Fatalf("cilium-agent of %s not healthy after %s:\n%s", c.node.name, time.Since(start).Round(time.Second), c.Log(80))
+		dead, how := c.agent.Dead()
+		if dead || time.Since(start) > 3*time.Minute {
+			c.t.Fatalf("cilium-agent of %s not healthy after %s (exited: %v %s):\n%s", c.node.name, time.Since(start).Round(time.Second), dead, how, c.Log(80))
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
@@ -249,16 +251,10 @@ func (c *RealCilium) Log(lines int) string {
 func (c *RealCilium) Stop() { c.once.Do(c.teardown) }
 
 func (c *RealCilium) teardown() {
-	if c.cmd != nil && c.cmd.Process != nil {
-		syscall.Kill(-c.cmd.Process.Pid, syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { c.cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			syscall.Kill(-c.cmd.Process.Pid, syscall.SIGKILL)
-			<-done
-		}
+	if c.agent != nil {
+		// A frozen agent ignores SIGTERM until it is continued.
+		syscall.Kill(-c.agent.Cmd.Process.Pid, syscall.SIGCONT)
+		c.agent.Stop(syscall.SIGTERM, 20*time.Second)
 	}
 	if c.t.Failed() {
 		c.t.Logf("cilium-agent log:\n%s", c.Log(60))
@@ -276,7 +272,7 @@ func (c *RealCilium) Freeze(stop bool) {
 	if stop {
 		sig = syscall.SIGSTOP
 	}
-	if err := syscall.Kill(-c.cmd.Process.Pid, sig); err != nil {
+	if err := syscall.Kill(-c.agent.Cmd.Process.Pid, sig); err != nil {
 		c.t.Fatalf("signal cilium-agent of %s: %v", c.node.name, err)
 	}
 }

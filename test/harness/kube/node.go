@@ -9,6 +9,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"errors"
 	"fmt"
 	"math/big"
 	"net"
@@ -55,7 +56,7 @@ type K8sNode struct {
 	Admin   *kubernetes.Clientset
 	ConfDir string // the runtime's CNI config folder
 	BinDir  string // the runtime's CNI plugin folder
-	procs   map[string]*exec.Cmd
+	procs   map[string]*harness.Daemon
 }
 
 // StartNode brings the node up and registers its teardown, which leaves the
@@ -71,7 +72,7 @@ func StartNode(t testing.TB) *K8sNode {
 	if _, err := os.Stat(nodeRoot); err == nil {
 		t.Fatalf("%s exists: a previous node test did not clean up; scripts/preserve-host.sh removes it", nodeRoot)
 	}
-	n := &K8sNode{T: t, Bins: bins, dir: nodeRoot, procs: map[string]*exec.Cmd{},
+	n := &K8sNode{T: t, Bins: bins, dir: nodeRoot, procs: map[string]*harness.Daemon{},
 		ConfDir: filepath.Join(nodeRoot, "cni", "net.d"), BinDir: filepath.Join(nodeRoot, "cni", "bin")}
 	for _, d := range []string{"pki", "logs", "etcd", "kubelet", "pod-logs", "cni/net.d", "cni/bin", "ipam", "state", "agent", "calico"} {
 		if err := os.MkdirAll(filepath.Join(nodeRoot, d), 0o755); err != nil {
@@ -102,9 +103,10 @@ func StartNode(t testing.TB) *K8sNode {
 	cfg := &rest.Config{Host: fmt.Sprintf("https://127.0.0.1:%d", NodeAPIPort), BearerToken: "nr-node-admin",
 		TLSClientConfig: rest.TLSClientConfig{CAFile: n.Path("pki/ca.crt")}}
 	n.Admin = kubernetes.NewForConfigOrDie(cfg)
-	n.WaitFor("kube-apiserver ready", time.Minute, func() bool {
+	// Two minutes: in CI, on 2 cores, one ran out once, its cause unseen.
+	n.WaitForNoError("kube-apiserver ready", 2*time.Minute, func() error {
 		_, err := n.Admin.Discovery().ServerVersion()
-		return err == nil
+		return err
 	})
 
 	guardNodeForwarding(t)
@@ -146,20 +148,13 @@ func (n *K8sNode) start(name, bin string, args ...string) {
 	cmd := exec.Command(bin, args...)
 	cmd.Stdout, cmd.Stderr = logf, logf
 	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	if err := cmd.Start(); err != nil {
+	d, err := harness.StartDaemon(cmd)
+	if err != nil {
 		n.T.Fatal(err)
 	}
-	n.procs[name] = cmd
+	n.procs[name] = d
 	n.T.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		done := make(chan struct{})
-		go func() { cmd.Wait(); close(done) }()
-		select {
-		case <-done:
-		case <-time.After(20 * time.Second):
-			cmd.Process.Kill()
-			<-done
-		}
+		d.Stop(syscall.SIGTERM, 20*time.Second)
 		logf.Close()
 		if n.T.Failed() {
 			data, _ := os.ReadFile(logf.Name())
@@ -172,15 +167,31 @@ func (n *K8sNode) start(name, bin string, args ...string) {
 // the node's daemons died.
 func (n *K8sNode) WaitFor(what string, limit time.Duration, ok func() bool) {
 	n.T.Helper()
-	for start := time.Now(); !ok(); time.Sleep(200 * time.Millisecond) {
-		for name, cmd := range n.procs {
-			if cmd.ProcessState != nil || cmd.Process.Signal(syscall.Signal(0)) != nil {
+	n.WaitForNoError(what, limit, func() error {
+		if ok() {
+			return nil
+		}
+		return errors.New("not yet")
+	})
+}
+
+// WaitForNoError is WaitFor for a probe that says why it failed: the last
+// reason is in the failure.
+func (n *K8sNode) WaitForNoError(what string, limit time.Duration, probe func() error) {
+	n.T.Helper()
+	for start := time.Now(); ; time.Sleep(200 * time.Millisecond) {
+		err := probe()
+		if err == nil {
+			return
+		}
+		for name, d := range n.procs {
+			if dead, how := d.Dead(); dead {
 				data, _ := os.ReadFile(n.Path("logs/" + name + ".log"))
-				n.T.Fatalf("%s: %s died:\n%s", what, name, harness.Tail(string(data), 30))
+				n.T.Fatalf("%s: %s died (%s):\n%s", what, name, how, harness.Tail(string(data), 30))
 			}
 		}
 		if time.Since(start) > limit {
-			n.T.Fatalf("%s: not within %s", what, limit)
+			n.T.Fatalf("%s: not within %s (last: %v)", what, limit, err)
 		}
 	}
 }

@@ -12,6 +12,7 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -344,12 +345,11 @@ func (n *K8sNode) EntryConfigMap() string {
 func (n *K8sNode) RestartAPIServer() {
 	n.T.Helper()
 	old := n.procs["kube-apiserver"]
-	old.Process.Kill()
-	old.Wait()
-	n.start("kube-apiserver", old.Path, old.Args[1:]...)
-	n.WaitFor("kube-apiserver ready again", time.Minute, func() bool {
+	old.Stop(syscall.SIGKILL, 0)
+	n.start("kube-apiserver", old.Cmd.Path, old.Cmd.Args[1:]...)
+	n.WaitForNoError("kube-apiserver ready again", time.Minute, func() error {
 		_, err := n.Admin.Discovery().ServerVersion()
-		return err == nil
+		return err
 	})
 }
 
