@@ -140,13 +140,28 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		return keep(j, next)
 	}
 	earned := cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed
-	if earned && noSandboxAgain(pod) {
-		// Its sandbox went, and kubelet makes it no other: the pod's end.
-		return keep(judgement{}, mem)
+	// What a True's end names as gone: its sandboxes, and the markers
+	// left that are older than the condition. Not those found stale
+	// on kubelet's view alone: kubelet may still show the gone sandbox's
+	// IP while a new sandbox's ADD waits, and that ADD's marker must count.
+	endedMarkers := staleNames
+	if cur != nil && !cur.LastTransitionTime.IsZero() {
+		endedMarkers = lostMarkers(stale, cur)
+	}
+	ended := mem.withGone("", endedMarkers)
+	for _, id := range strings.Split(mem.Judged, ",") {
+		ended = ended.withGone(id, nil)
+	}
+	if earned && noSandboxAgain(pod) && !finished(pod) {
+		j, next, ok := awaitEnd(ended, o.UnobservedGrace, now)
+		if ok {
+			return keep(j, next)
+		}
+		ended = next
 	}
 	var after time.Duration
 	if since, up := sandboxUp(pod); up {
-		if behind, wait := kubeletBehind(cur, since, now, o.UnobservedGrace); behind {
+		if behind, wait := kubeletBehind(cur, mem.JudgedIPs, pod, since, now, o.UnobservedGrace); behind {
 			after = wait
 		} else if after = since.Add(o.UnobservedGrace).Sub(now); after <= 0 {
 			// A marker that could never be read may be this pod's. A
@@ -167,11 +182,11 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		}
 	}
 	if earned && !finished(pod) {
-		next := mem.withGone("", staleNames)
-		for _, id := range strings.Split(mem.Judged, ",") {
-			next = next.withGone(id, nil)
+		if after <= 0 {
+			// Looked at again when kubelet has surely reported the sandbox.
+			after = o.UnobservedGrace + time.Second
 		}
-		return keep(judgement{Cond: publish.SandboxChanged(o.CondType, mem.Judged, staleNames), Publish: true, After: after}, next)
+		return keep(judgement{Cond: publish.SandboxChanged(o.CondType, mem.Judged, staleNames), Publish: true, After: after}, ended)
 	}
 	return keep(judgement{After: after}, mem)
 }
@@ -224,7 +239,7 @@ func lostMarkers(ms []*marker.Marker, cur *corev1.PodCondition) []string {
 func notInEffect(current []*marker.Marker, neverWrote map[*marker.Marker]string, o judgeOptions, cur *corev1.PodCondition, mem memory, staleNames []string, now time.Time) (judgement, memory) {
 	cond := publish.ForMarkers(current, o.CondType, o.PendingTimeout, now)
 	judged := mem
-	judged.Judged, judged.NotInEffect = publish.SandboxIDs(current), false
+	judged.Judged, judged.NotInEffect, judged.JudgedIPs, judged.EndSeen = publish.SandboxIDs(current), false, markerIPs(current), 0
 	if cond.Status == corev1.ConditionTrue {
 		return judgement{Cond: cond, Publish: true}, judged
 	}
@@ -288,34 +303,44 @@ func finished(pod *corev1.Pod) bool {
 }
 
 // kubeletBehind says that a pod with no marker, whose sandbox kubelet
-// reports up since since, is one whose sandbox kubelet has not reported
-// gone yet (its DEL often reaches the sidecar first), rather than a new
-// sandbox that netready did not see. So it is while cur, a True that a
-// sandbox earned or a False saying that sandbox went, was set no earlier
-// than the sandbox came up (both in whole seconds). The False's holds for
-// at most grace after it, wait being what is left: kubelet reports a gone
-// sandbox within seconds, and no pod is held on a guess for longer.
-func kubeletBehind(cur *corev1.PodCondition, since, now time.Time, grace time.Duration) (behind bool, wait time.Duration) {
+// reports up since since, may be one whose sandbox kubelet has not
+// reported gone yet (its DEL often reaches the sidecar first), rather than
+// a new sandbox that netready did not see. Time cannot tell them apart:
+// kubelet reports a sandbox up only at the end of the sync that made it,
+// image pulls included, so a sandbox may show up long after its True.
+// So a True that a sandbox earned ends at once, unless kubelet shows pod
+// IPs and none is the earning sandbox's (judgedIPs): then it shows
+// another sandbox. The SandboxChanged False that ends it holds, while
+// kubelet still shows a sandbox up no later than it was set, for at most
+// grace after it (wait being what is left, bounded even if the clock
+// stepped back): kubelet reports a gone sandbox within seconds, and no
+// pod is held on a guess for longer.
+func kubeletBehind(cur *corev1.PodCondition, judgedIPs []string, pod *corev1.Pod, since, now time.Time, grace time.Duration) (behind bool, wait time.Duration) {
 	switch {
-	case cur == nil || cur.LastTransitionTime.IsZero() || since.After(cur.LastTransitionTime.Time):
+	case cur == nil:
 		return false, 0
 	case cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed:
-		return true, 0
-	case cur.Reason == publish.ReasonSandboxChanged:
-		wait = cur.LastTransitionTime.Add(grace + time.Second).Sub(now)
+		for _, ip := range pod.Status.PodIPs {
+			if slices.Contains(judgedIPs, ip.IP) {
+				return true, 0
+			}
+		}
+		return len(judgedIPs) == 0 || len(pod.Status.PodIPs) == 0, 0
+	case cur.Reason == publish.ReasonSandboxChanged && !cur.LastTransitionTime.IsZero() && !since.After(cur.LastTransitionTime.Time):
+		wait = min(cur.LastTransitionTime.Add(grace+time.Second).Sub(now), grace+time.Second)
 		return wait > 0, max(wait, 0)
 	}
 	return false, 0
 }
 
-// noSandboxAgain says kubelet makes no other sandbox for pod: with
+// noSandboxAgain says kubelet should make no other sandbox for pod: with
 // restartPolicy Never, once a container of it was created, a sandbox that
 // goes ends the pod (kuberuntime's computePodActions). Its DEL is then its
 // end, and the phase kubelet writes apart from it, often after it, is on
-// its way; no sandbox can come to claim the True, and the containers are
-// gone with the sandbox, so the pod is not Ready whatever the condition
-// says. A SandboxChanged there would be a False and a Warning Event on
-// every Job pod that finishes.
+// its way: a SandboxChanged there would be a False and a Warning Event on
+// every Job pod that finishes. restartPolicy is the tenant's, and kubelet
+// judges on the runtime's containers, not the API's, so this only delays
+// the end of the True (awaitEnd), never keeps it.
 func noSandboxAgain(pod *corev1.Pod) bool {
 	if pod.Spec.RestartPolicy != corev1.RestartPolicyNever {
 		return false
@@ -324,6 +349,22 @@ func noSandboxAgain(pod *corev1.Pod) bool {
 		return s.ContainerID != "" || s.State.Running != nil || s.State.Terminated != nil
 	}
 	return slices.ContainsFunc(pod.Status.InitContainerStatuses, created) || slices.ContainsFunc(pod.Status.ContainerStatuses, created)
+}
+
+// awaitEnd is the judgement of a noSandboxAgain pod whose True has lost its
+// markers: no write for up to grace after the first round that saw it
+// (kept in next.EndSeen), for kubelet's phase to finish it; ok false once
+// that is over, and the True ends as any other.
+func awaitEnd(next memory, grace time.Duration, now time.Time) (j judgement, _ memory, ok bool) {
+	if next.EndSeen == 0 || next.EndSeen > now.Unix() {
+		// First seen now; a time ahead of the clock is a clock stepped back.
+		next.EndSeen = now.Unix()
+	}
+	left := time.Unix(next.EndSeen, 0).Add(grace + time.Second).Sub(now)
+	if left <= 0 {
+		return judgement{}, next, false
+	}
+	return judgement{After: left}, next, true
 }
 
 // staleMarkers splits a pod's markers into those of its current sandbox
@@ -385,6 +426,20 @@ func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, st
 		}
 	}
 	return current, stale
+}
+
+// markerIPs are the IPs of ms, without prefix length, sorted.
+func markerIPs(ms []*marker.Marker) []string {
+	var out []string
+	for _, m := range ms {
+		for _, cidr := range m.IPs {
+			if ip, _, _ := strings.Cut(cidr, "/"); !slices.Contains(out, ip) {
+				out = append(out, ip)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
 }
 
 // holdsAny reports whether a marker's IPs (with prefix length) hold one of

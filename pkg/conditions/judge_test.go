@@ -44,7 +44,8 @@ func TestJudge(t *testing.T) {
 		return p
 	}
 	sandboxChanged := func(stale ...string) judgement {
-		return judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", stale), Publish: true}
+		// Looked at again once kubelet has surely reported the sandbox.
+		return judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", stale), Publish: true, After: 31 * time.Second}
 	}
 	oldSandbox := "aaaaaaaaaaaa-old-sandbox"
 	newSandbox := "bbbbbbbbbbbb-new-sandbox"
@@ -110,12 +111,12 @@ func TestJudge(t *testing.T) {
 			gone.LastTransitionTime = metav1.NewTime(now.Add(-time.Minute))
 			return pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), gone)
 		}(), nil, judgement{Cond: publish.NotObserved("T", true, 30*time.Second), Publish: true}},
-		{"restartPolicy Never, a container created, marker removed: the pod's end, no write", func() *corev1.Pod {
+		{"restartPolicy Never, a container created, marker removed: no write while kubelet's phase may end it", func() *corev1.Pod {
 			p := pod("10.1.0.5", prtsc(corev1.ConditionTrue, t0), earned)
 			p.Spec.RestartPolicy = corev1.RestartPolicyNever
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 			return p
-		}(), nil, judgement{}},
+		}(), nil, judgement{After: 31 * time.Second}},
 		{"restartPolicy Never, no container created yet, marker removed: kubelet makes another sandbox", func() *corev1.Pod {
 			p := pod("10.1.0.5", prtsc(corev1.ConditionFalse, now), earned)
 			p.Spec.RestartPolicy = corev1.RestartPolicyNever
@@ -135,7 +136,11 @@ func TestJudge(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := judge(tt.pod, podView{Markers: tt.markers, Memory: remembered(tt.pod, "T")}, o, now)
+			mem := remembered(tt.pod, "T")
+			if mem.Judged == "aaaaaaaaaaaa" {
+				mem.JudgedIPs = []string{"10.1.0.5"} // oldSandbox's, as its markers had
+			}
+			got := judge(tt.pod, podView{Markers: tt.markers, Memory: mem}, o, now)
 			if diff := cmp.Diff(tt.want, got, ignoreMemory); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
@@ -233,7 +238,7 @@ func TestJudgeNewSandboxWithTheOldIP(t *testing.T) {
 		want    judgement
 	}{
 		{"the old sandbox went down: SandboxChanged naming its marker", pod(corev1.ConditionFalse, now.Add(-time.Minute), earned),
-			[]*marker.Marker{old}, judgement{Cond: gone, Publish: true}},
+			[]*marker.Marker{old}, judgement{Cond: gone, Publish: true, After: 31 * time.Second}},
 		{"the new sandbox is up with the same IP: no True from the old marker", pod(corev1.ConditionTrue, now.Add(-10*time.Second), gone),
 			[]*marker.Marker{old}, judgement{After: 20 * time.Second}},
 		{"a condition naming the sandbox alone is enough", pod(corev1.ConditionTrue, now.Add(-10*time.Second), goneNoList),
@@ -390,11 +395,11 @@ func TestJudgeOff(t *testing.T) {
 			publish.NotObserved("T", false, 30*time.Second), true, nil},
 		{"on again: the True given while off stays", false, up(off), podView{Markers: pending, Memory: released}, corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, nil},
 		{"on again: the released markers turn ready", false, up(off), podView{Markers: []*marker.Marker{mk(sandbox, marker.StateReady)}, Memory: released},
-			publish.ForMarkers([]*marker.Marker{mk(sandbox, marker.StateReady)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "aaaaaaaaaaaa"}},
+			publish.ForMarkers([]*marker.Marker{mk(sandbox, marker.StateReady)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "aaaaaaaaaaaa", JudgedIPs: []string{"10.1.0.5"}}},
 		{"on again: a new pod is judged as usual", false, up(), podView{Markers: pending},
-			publish.ForMarkers(pending, "T", 10*time.Minute, now), true, &memory{Judged: "aaaaaaaaaaaa"}},
+			publish.ForMarkers(pending, "T", 10*time.Minute, now), true, &memory{Judged: "aaaaaaaaaaaa", JudgedIPs: []string{"10.1.0.5"}}},
 		{"on again: a new sandbox of a released pod is judged as usual", false, up(off), podView{Markers: []*marker.Marker{mk("bbbbbbbbbbbb-new", marker.StatePending)}, Memory: released},
-			publish.ForMarkers([]*marker.Marker{mk("bbbbbbbbbbbb-new", marker.StatePending)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "bbbbbbbbbbbb"}},
+			publish.ForMarkers([]*marker.Marker{mk("bbbbbbbbbbbb-new", marker.StatePending)}, "T", 10*time.Minute, now), true, &memory{Off: true, OffSandboxes: "aaaaaaaaaaaa", Judged: "bbbbbbbbbbbb", JudgedIPs: []string{"10.1.0.5"}}},
 		{"on again: released with no marker, past the grace, --unobserved=notready: stays True", false, up(off), podView{Memory: memory{Off: true}},
 			corev1.PodCondition{Type: "T", Status: corev1.ConditionTrue, Reason: publish.ReasonOff, Message: off.Message}, true, nil},
 	}

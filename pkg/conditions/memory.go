@@ -45,6 +45,14 @@ type memory struct {
 	// verdict.
 	Judged      string `json:"judged,omitempty"`
 	NotInEffect bool   `json:"notInEffect,omitempty"`
+	// JudgedIPs are the IPs (without prefix) of those sandboxes' markers:
+	// once the markers are gone, a pod IP outside them says that kubelet
+	// shows another sandbox.
+	JudgedIPs []string `json:"judgedIPs,omitempty"`
+	// EndSeen (Unix seconds) is when a pod kubelet makes no other sandbox
+	// for (noSandboxAgain) was first seen with its True and no marker:
+	// the start of the bounded wait for its phase.
+	EndSeen int64 `json:"endSeen,omitempty"`
 	// Off says the pod's gate was released while netready was switched
 	// off, on the markers of OffSandboxes (publish.SandboxIDs, "" for
 	// none): once it is on again, that True stays while those are the
@@ -84,7 +92,8 @@ func (m memory) merged(other memory) memory {
 
 func (m memory) equal(o memory) bool {
 	return slices.Equal(m.GoneSandboxes, o.GoneSandboxes) && slices.Equal(m.GoneMarkers, o.GoneMarkers) &&
-		m.Judged == o.Judged && m.NotInEffect == o.NotInEffect && m.Off == o.Off && m.OffSandboxes == o.OffSandboxes
+		m.Judged == o.Judged && m.NotInEffect == o.NotInEffect && slices.Equal(m.JudgedIPs, o.JudgedIPs) && m.EndSeen == o.EndSeen &&
+		m.Off == o.Off && m.OffSandboxes == o.OffSandboxes
 }
 
 // memoryPath is where the memory of the pod uid is kept.

@@ -246,7 +246,7 @@ func TestJudgeRemembers(t *testing.T) {
 		return &corev1.Pod{Status: corev1.PodStatus{PodIP: "10.1.0.5", PodIPs: []corev1.PodIP{{IP: "10.1.0.5"}}, Conditions: conds}}
 	}
 	earned := publish.ForMarkers([]*marker.Marker{ready}, "T", time.Hour, t0)
-	judged := memory{Judged: "aaaaaaaaaaaa"}
+	judged := memory{Judged: "aaaaaaaaaaaa", JudgedIPs: []string{"10.1.0.5"}}
 	tests := []struct {
 		name string
 		pod  *corev1.Pod
@@ -256,10 +256,10 @@ func TestJudgeRemembers(t *testing.T) {
 		{"first True: the sandbox it was judged on", pod(prtsc(corev1.ConditionTrue, t0)), podView{Markers: []*marker.Marker{ready}}, &judged},
 		{"the same again: no write", pod(prtsc(corev1.ConditionTrue, t0), earned), podView{Markers: []*marker.Marker{ready}, Memory: judged}, nil},
 		{"the sandbox went down: it and its marker are gone", pod(prtsc(corev1.ConditionFalse, now), earned), podView{Markers: []*marker.Marker{ready}, Memory: judged},
-			&memory{GoneSandboxes: []string{"aaaaaaaaaaaa"}, GoneMarkers: []string{"aaaaaaaaaaaa_eth0"}, Judged: "aaaaaaaaaaaa"}},
+			&memory{GoneSandboxes: []string{"aaaaaaaaaaaa"}, GoneMarkers: []string{"aaaaaaaaaaaa_eth0"}, Judged: "aaaaaaaaaaaa", JudgedIPs: []string{"10.1.0.5"}}},
 		{"not in effect: the verdict on its sandbox", pod(prtsc(corev1.ConditionTrue, t0)),
 			podView{Markers: []*marker.Marker{silent}, NeverWrote: map[*marker.Marker]string{silent: "calico preset: no"}},
-			&memory{Judged: "aaaaaaaaaaaa", NotInEffect: true}},
+			&memory{Judged: "aaaaaaaaaaaa", NotInEffect: true, JudgedIPs: []string{"10.1.0.5"}}},
 		{"a lost memory is written again", pod(prtsc(corev1.ConditionTrue, t0)), podView{Markers: []*marker.Marker{ready}, Lost: true}, &judged},
 	}
 	for _, tt := range tests {

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math"
 	"net/http"
 	"path/filepath"
 	"strings"
@@ -80,9 +81,9 @@ type Options struct {
 }
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are kubelet's defaults: the
-// sidecar sends at most one write per gated pod start (two requests with
-// Cilium's crossNode), so it needs no more than kubelet, which writes
-// three per pod start.
+// sidecar sends at most one write per gated pod start (and, with Cilium's
+// crossNode, about two reads of its CiliumEndpoint), so it needs no more
+// than kubelet, which writes three per pod start.
 const (
 	DefaultKubeAPIQPS   = 50
 	DefaultKubeAPIBurst = 100
@@ -131,8 +132,8 @@ func (o *Options) Validate() error {
 	if o.Unobserved != conditions.UnobservedReady && o.Unobserved != conditions.UnobservedNotReady {
 		errs = append(errs, fmt.Errorf("--unobserved %q must be %q or %q", o.Unobserved, conditions.UnobservedReady, conditions.UnobservedNotReady))
 	}
-	if o.KubeAPIQPS <= 0 || o.KubeAPIBurst < 1 {
-		errs = append(errs, fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive", o.KubeAPIQPS, o.KubeAPIBurst))
+	if !(o.KubeAPIQPS > 0) || math.IsInf(o.KubeAPIQPS, 1) || o.KubeAPIBurst < 1 {
+		errs = append(errs, fmt.Errorf("--kube-api-qps %g and --kube-api-burst %d must be positive and finite", o.KubeAPIQPS, o.KubeAPIBurst))
 	}
 	if o.ScopeUnknownHold < 0 {
 		errs = append(errs, errors.New("--scope-unknown-hold must not be negative (0 writes at once when the scope cannot be told)"))

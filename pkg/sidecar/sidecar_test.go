@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"os"
 	"path/filepath"
@@ -54,7 +55,13 @@ func TestValidate(t *testing.T) {
 			o.MeasureCiliumPropagation, o.CiliumSocket = "netready.io/m=true", "/var/run/"+strings.Repeat("c", 120)+".sock"
 		}, want: []string{`--cilium-socket "/var/run/` + strings.Repeat("c", 120) + `.sock": cilium agent socket: "unix:///var/run/` + strings.Repeat("c", 120) + `.sock": unix socket path longer than 107 bytes`}},
 		{name: "no API requests at all", edit: func(o *Options) { o.KubeAPIQPS, o.KubeAPIBurst = 0, 0 }, want: []string{
-			"--kube-api-qps 0 and --kube-api-burst 0 must be positive",
+			"--kube-api-qps 0 and --kube-api-burst 0 must be positive and finite",
+		}},
+		{name: "a rate that is not a number", edit: func(o *Options) { o.KubeAPIQPS = math.NaN() }, want: []string{
+			"--kube-api-qps NaN and --kube-api-burst 100 must be positive and finite",
+		}},
+		{name: "an endless rate", edit: func(o *Options) { o.KubeAPIQPS = math.Inf(1) }, want: []string{
+			"--kube-api-qps +Inf and --kube-api-burst 100 must be positive and finite",
 		}},
 		{name: "everything wrong", edit: func(o *Options) {
 			o.StateDir, o.NodeName, o.ConditionType = "run/netready", "", "bad condition"
