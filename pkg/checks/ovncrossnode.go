@@ -45,8 +45,11 @@ type CrossNode struct {
 	// Paced is how long it waited to raise or join, after its claim was
 	// seen (ovnbarrier.go).
 	Paced time.Duration
-	// LeftOut names each stalled chassis with its nb_cfg.
+	// LeftOut names each stalled chassis with its nb_cfg, and Waiting
+	// each one still awaited: in full, for the log; Target and Why name
+	// a few.
 	LeftOut []string
+	Waiting []string
 	Waited  time.Duration
 }
 
@@ -124,7 +127,7 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 		if err == nil {
 			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
 			learned = v.memo
-			out.Target, out.LeftOut = v.target(target), v.stalled
+			out.Target, out.LeftOut, out.Waiting = v.target(target), v.stalled, v.waiting
 			if v.met() {
 				out.Ready, out.Why, out.Note = true, "", "the other nodes' ovn-controllers have programmed it (OVN's barrier)"
 				return done()
@@ -220,17 +223,30 @@ func (v verdict) target(target int64) string {
 	return s
 }
 
-// namedChassis is how many chassis a reason or target names: the pod's
-// condition message holds every attachment's in 1,024 characters, and
-// with hundreds of nodes behind, a full list would crowd the others out.
-const namedChassis = 5
+// namedChassis is how many chassis a reason or target names, each cut to
+// namedChassisBytes: the pod's condition message holds every attachment's
+// in 1,024 characters, and with hundreds of nodes behind (or long host
+// names) a full list would crowd the others out.
+const (
+	namedChassis      = 5
+	namedChassisBytes = 48
+)
 
 // someChassis names the first namedChassis of names, and counts the rest.
 func someChassis(names []string) string {
-	if len(names) <= namedChassis {
-		return strings.Join(names, ", ")
+	shown := names[:min(len(names), namedChassis)]
+	cut := make([]string, len(shown))
+	for i, n := range shown {
+		if len(n) > namedChassisBytes {
+			n = strings.ToValidUTF8(n[:namedChassisBytes-3], "") + "..."
+		}
+		cut[i] = n
 	}
-	return fmt.Sprintf("%s and %d more", strings.Join(names[:namedChassis], ", "), len(names)-namedChassis)
+	s := strings.Join(cut, ", ")
+	if more := len(names) - len(shown); more > 0 {
+		s += fmt.Sprintf(" and %d more", more)
+	}
+	return s
 }
 
 // judge sorts the chassis: reached the barrier, awaited, or stalled: behind

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -75,6 +76,7 @@ func TestManyChassisAreCounted(t *testing.T) {
 	for _, tc := range []struct{ got, want string }{
 		{v.target(9), "Chassis_Private.nb_cfg >= 9 on 1 of 10 chassis; left out, stalled: c0 (nb_cfg 5), c1 (nb_cfg 5), c2 (nb_cfg 5), c3 (nb_cfg 5), c4 (nb_cfg 5) and 2 more"},
 		{v.why(9), "not yet at nb_cfg 9: c0 (nb_cfg 5), c1 (nb_cfg 5)"},
+		{someChassis([]string{strings.Repeat("n", 63) + ".example.com (nb_cfg 5)"}), strings.Repeat("n", 45) + "..."},
 	} {
 		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

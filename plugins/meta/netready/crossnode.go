@@ -23,6 +23,9 @@ func waitCrossNode(conf *config.NetConf, att *attachment.Attachment, log *slog.L
 	if len(cn.LeftOut) > 0 {
 		log.Warn("cross-node wait: stalled chassis left out", "leftOut", strings.Join(cn.LeftOut, "; "))
 	}
+	if !cn.Ready && len(cn.Waiting) > 0 {
+		log.Warn("cross-node wait: chassis not at the barrier", "waiting", strings.Join(cn.Waiting, "; "))
+	}
 	log.Info("cross-node wait done", "ready", cn.Ready, "target", cn.Target, "bumped", cn.Bumped, "pacedMs", cn.Paced.Milliseconds(), "waitedMs", cn.Waited.Milliseconds(), "why", cn.Why)
 	r := marker.CheckResult{Kind: checks.KindOVNCrossNode, Target: cn.Target, Ready: cn.Ready, Why: cn.Why, Note: cn.Note}
 	if cn.Ready {
