@@ -116,7 +116,7 @@ func BenchmarkSidecarsAt100Nodes(b *testing.B) {
 	idleWith := sampleRSS(a.KubeAPI.Process.Pid, 20*time.Second)
 	with := scaleChurn(b, a, driver, names, states, "b", churn, churnOpts{published: true})
 	crossNode := scaleChurn(b, a, driver, names, states, "c", churn, churnOpts{published: true, cilium: cilium})
-	crossRows := crossNodeRows(b, auditLog, listens[meterNode], with, crossNode)
+	crossRows := crossNodeRows(b, auditLog, listens[meterNode], nodes, with, crossNode)
 
 	reqs, byPod := auditCounts(b, auditLog, with.window)
 	startup, _ := auditCounts(b, auditLog, [2]time.Time{startedAt, with.window[0]})
@@ -246,7 +246,9 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 		until      time.Time
 	}
 	// DEL comes as kubelet sends it: once the pod's deletion is out and
-	// its containers are stopped, here delAfter after the deletion.
+	// its containers are stopped, here delAfter after the deletion; then,
+	// as kubelet does, the pod is removed for good (grace 0). Without that
+	// last step no pod would ever leave: nothing here plays kubelet.
 	const delAfter = 100 * time.Millisecond
 	var dels []live
 	del := func(l live) {
@@ -254,6 +256,9 @@ func scaleChurn(b *testing.B, a *kube.APIServer, driver *kubernetes.Clientset, n
 		if opts.cilium != nil {
 			opts.cilium.unpublish(context.Background(), "default", l.name)
 		}
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		driver.CoreV1().Pods("default").Delete(ctx, l.name, metav1.DeleteOptions{GracePeriodSeconds: new(int64)})
 	}
 	var alive []live
 	var run scaleRun

@@ -24,7 +24,8 @@ import (
 //     to False (SandboxChanged) at once, never to a not-observed True, and
 //     the new sandbox's ADD earns it back.
 //   - A gated pod with restartPolicy Never that finishes: kubelet makes it
-//     no other sandbox, so its DEL is its end: no False, no Warning Event.
+//     no other sandbox, and its phase, within --unobserved-grace of the
+//     DEL, is its end: no False, no Warning Event.
 //
 // The sidecar's --unobserved-grace is 2 s, so that the stopped sandbox has
 // been up longer than it, as a long-running pod's has.
@@ -40,6 +41,9 @@ func TestSandboxGoneTakesItsTrue(t *testing.T) {
 		n.CreatePod(kube.NodePod("web", true))
 		n.WaitPod("web", "Ready", time.Minute, kube.PodReady)
 		sandbox := strings.TrimSpace(crictl(t, n, "pods", "--name", "web", "--state", "ready", "-q"))
+		if len(sandbox) < 12 || strings.Contains(sandbox, "\n") {
+			t.Fatalf("crictl pods: want the one ready sandbox of web, got %q", sandbox)
+		}
 		time.Sleep(3 * time.Second) // past --unobserved-grace since the sandbox came up
 		conds := watchCondition(t, n, "web")
 		crictl(t, n, "stopp", sandbox)
@@ -111,17 +115,22 @@ func crictl(t *testing.T, n *kube.K8sNode, args ...string) string {
 }
 
 // watchCondition records each change of the pod's netready condition from
-// now on; the returned func gives them so far.
+// now on; the returned func gives them so far. The watch starts at the
+// pod as read now, so no event of before is taken for a change.
 func watchCondition(t *testing.T, n *kube.K8sNode, name string) func() []corev1.PodCondition {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
-	w, err := n.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name})
+	now, err := n.Admin.CoreV1().Pods("default").Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w, err := n.Admin.CoreV1().Pods("default").Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + name, ResourceVersion: now.ResourceVersion})
 	if err != nil {
 		t.Fatal(err)
 	}
 	var mu sync.Mutex
 	var seen []corev1.PodCondition
-	var last *corev1.PodCondition
+	last := publish.Current(now, kube.NodeConditionType)
 	go func() {
 		for ev := range w.ResultChan() {
 			p, ok := ev.Object.(*corev1.Pod)
@@ -131,15 +140,12 @@ func watchCondition(t *testing.T, n *kube.K8sNode, name string) func() []corev1.
 			c := publish.Current(p, kube.NodeConditionType)
 			mu.Lock()
 			if c != nil && (last == nil || c.Status != last.Status || c.Reason != last.Reason || c.Message != last.Message) {
-				if last != nil { // the first is the condition before the stop
-					seen = append(seen, *c)
-				}
+				seen = append(seen, *c)
 				last = c
 			}
 			mu.Unlock()
 		}
 	}()
-	time.Sleep(200 * time.Millisecond) // the watch's initial ADDED
 	return func() []corev1.PodCondition {
 		mu.Lock()
 		defer mu.Unlock()
