@@ -211,23 +211,6 @@ func keptFromOff(cur *corev1.PodCondition, mem memory, current []*marker.Marker,
 	return corev1.PodCondition{Type: cur.Type, Status: cur.Status, Reason: cur.Reason, Message: cur.Message}, next, true
 }
 
-// lostMarkers names the markers that a pod's lost memory may have named as
-// gone: those of ADDs that began no later than the pod's condition was set
-// (in whole seconds), as any of them may be an older sandbox's. A lost
-// memory so ends in not ready, never in a True from a gone sandbox.
-func lostMarkers(ms []*marker.Marker, cur *corev1.PodCondition) []string {
-	if cur == nil {
-		return nil
-	}
-	var out []string
-	for _, m := range ms {
-		if !m.CreatedAt.Truncate(time.Second).After(cur.LastTransitionTime.Time) {
-			out = append(out, markerName(m))
-		}
-	}
-	return out
-}
-
 // notInEffect is the judgement of a pod from its current markers, with the
 // memory to keep. Where netready is not in effect, because every pending
 // one waits on a preset whose agent never wrote on this node (neverWrote),
@@ -365,94 +348,6 @@ func awaitEnd(next memory, grace time.Duration, now time.Time) (j judgement, _ m
 		return judgement{}, next, false
 	}
 	return judgement{After: left}, next, true
-}
-
-// staleMarkers splits a pod's markers into those of its current sandbox
-// and those of an older one, which DEL did not remove (a stateDir that
-// outlives a reboot, a runtime that lost the sandbox, netready out of the
-// chain at DEL). A marker is of an older sandbox when:
-//   - the pod's memory names it, or its sandbox, as gone: a sandbox
-//     never comes back, and once a new one is up with the same IP nothing
-//     else tells them apart;
-//   - another sandbox's marker of the pod is newer;
-//   - PodReadyToStartContainers turned False after the marker's ADD began
-//     (the sandbox went down after it; kubelet's and the marker's times
-//     are the same node's clock, the condition's in whole seconds);
-//   - the pod's sandbox is up (or kubelet reports no
-//     PodReadyToStartContainers) with IPs, and none of that sandbox's
-//     markers holds one of them (a secondary network's marker may hold none; its
-//     primary's does).
-func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, stale []*marker.Marker) {
-	if len(ms) == 0 {
-		return nil, nil
-	}
-	gone := func(m *marker.Marker) bool { return mem.gone(publish.ShortID(m.ContainerID), markerName(m)) }
-	newest := ms[0]
-	for _, m := range ms[1:] {
-		if m.CreatedAt.After(newest.CreatedAt.Time) {
-			newest = m
-		}
-	}
-	var prtsc *corev1.PodCondition
-	for i := range pod.Status.Conditions {
-		if pod.Status.Conditions[i].Type == corev1.PodReadyToStartContainers {
-			prtsc = &pod.Status.Conditions[i]
-		}
-	}
-	var podIPs []string
-	for _, ip := range pod.Status.PodIPs {
-		podIPs = append(podIPs, ip.IP)
-	}
-	sandboxHasPodIP := false
-	for _, m := range ms {
-		if m.ContainerID == newest.ContainerID && holdsAny(m.IPs, podIPs) {
-			sandboxHasPodIP = true
-		}
-	}
-	for _, m := range ms {
-		switch {
-		case gone(m):
-			stale = append(stale, m)
-		case m.ContainerID != newest.ContainerID:
-			stale = append(stale, m)
-		case prtsc != nil && prtsc.Status != corev1.ConditionTrue && prtsc.LastTransitionTime.After(m.CreatedAt.Truncate(time.Second)):
-			stale = append(stale, m)
-		case (prtsc == nil || prtsc.Status == corev1.ConditionTrue) && len(podIPs) > 0 && !sandboxHasPodIP:
-			// Up (or a kubelet without the condition, whose pod IP is
-			// the running sandbox's), and none of these markers holds it.
-			stale = append(stale, m)
-		default:
-			current = append(current, m)
-		}
-	}
-	return current, stale
-}
-
-// markerIPs are the IPs of ms, without prefix length, sorted.
-func markerIPs(ms []*marker.Marker) []string {
-	var out []string
-	for _, m := range ms {
-		for _, cidr := range m.IPs {
-			if ip, _, _ := strings.Cut(cidr, "/"); !slices.Contains(out, ip) {
-				out = append(out, ip)
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
-// holdsAny reports whether a marker's IPs (with prefix length) hold one of
-// ips (without).
-func holdsAny(markerIPs, ips []string) bool {
-	for _, cidr := range markerIPs {
-		for _, ip := range ips {
-			if len(cidr) > len(ip) && cidr[:len(ip)] == ip && cidr[len(ip)] == '/' {
-				return true
-			}
-		}
-	}
-	return false
 }
 
 // sandboxUp reports whether the pod's sandbox is up and since when, as
