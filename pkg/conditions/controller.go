@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/fsnotify/fsnotify"
+	"k8s.io/apimachinery/pkg/types"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/util/workqueue"
@@ -114,7 +115,9 @@ type Controller struct {
 	recorder kubeapi.EventRecorder
 	recheck  rechecker
 	read     func(path string) (*marker.Marker, error)
-	now      func() time.Time
+	// keep writes a pod's memory (writeMemory).
+	keep func(stateDir string, uid types.UID, m memory) error
+	now  func() time.Time
 	// retryEvery is how often unreadable markers are read again.
 	retryEvery time.Duration
 	// ADDs that began before started are not counted (a restart would
@@ -141,8 +144,8 @@ func New(o Config, client kubeapi.Client, recorder kubeapi.EventRecorder, log *s
 			workqueue.NewTypedItemExponentialFailureRateLimiter[string](retryMin, retryMax),
 			workqueue.TypedRateLimitingQueueConfig[string]{Name: "pods"}),
 		recheck: pending.Recheck,
-		read:    marker.ReadFile,
-		now:     time.Now, retryEvery: unreadableRetry, started: time.Now(),
+		read:    marker.ReadFile, keep: writeMemory,
+		now: time.Now, retryEvery: unreadableRetry, started: time.Now(),
 		state:    newState(m),
 		journals: map[string]*outcome.Reader{}, offChanged: make(chan struct{}, 1),
 	}

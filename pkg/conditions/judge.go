@@ -55,6 +55,9 @@ type judgeOptions struct {
 	// Off: netready is switched off (package offswitch). Every gated pod
 	// that is not finished is True, reason NetreadyOff.
 	Off bool
+	// NoEndWait: the pod's memory cannot be kept, so awaitEnd's wait,
+	// which counts from a time kept there, is not taken.
+	NoEndWait bool
 }
 
 // judgement is the condition a pod should show, if it is time to say.
@@ -72,6 +75,9 @@ type judgement struct {
 	// Remember, when set, is the pod's memory to keep before Cond is
 	// published: a later round decides on it, never on Cond's message.
 	Remember *memory
+	// EndWait: the judgement is awaitEnd's wait, whose start is in
+	// Remember; if that cannot be kept, every round would start it again.
+	EndWait bool
 }
 
 // judge is the condition a gated pod should show: pure, from the pod, what
@@ -141,18 +147,12 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	}
 	earned := cur != nil && cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed
 	// What a True's end names as gone: its sandboxes, and the markers
-	// left that are older than the condition. Not those found stale
-	// on kubelet's view alone: kubelet may still show the gone sandbox's
-	// IP while a new sandbox's ADD waits, and that ADD's marker must count.
-	endedMarkers := staleNames
-	if cur != nil && !cur.LastTransitionTime.IsZero() {
-		endedMarkers = lostMarkers(stale, cur)
-	}
-	ended := mem.withGone("", endedMarkers)
+	// left of older ones.
+	ended := mem.withGone("", staleNames)
 	for _, id := range strings.Split(mem.Judged, ",") {
 		ended = ended.withGone(id, nil)
 	}
-	if earned && noSandboxAgain(pod) && !finished(pod) {
+	if _, shownUp := sandboxUp(pod); earned && shownUp && noSandboxAgain(pod) && !finished(pod) && !o.NoEndWait {
 		j, next, ok := awaitEnd(ended, o.UnobservedGrace, now)
 		if ok {
 			return keep(j, next)
@@ -309,7 +309,9 @@ func kubeletBehind(cur *corev1.PodCondition, judgedIPs []string, pod *corev1.Pod
 			}
 		}
 		return len(judgedIPs) == 0 || len(pod.Status.PodIPs) == 0, 0
-	case cur.Reason == publish.ReasonSandboxChanged && !cur.LastTransitionTime.IsZero() && !since.After(cur.LastTransitionTime.Time):
+	case cur.Reason == publish.ReasonSandboxChanged && !cur.LastTransitionTime.IsZero() && !since.After(cur.LastTransitionTime.Time) &&
+		!cur.LastTransitionTime.After(now):
+		// One set ahead of the clock (stepped back since) holds no more.
 		wait = min(cur.LastTransitionTime.Add(grace+time.Second).Sub(now), grace+time.Second)
 		return wait > 0, max(wait, 0)
 	}
@@ -335,7 +337,9 @@ func noSandboxAgain(pod *corev1.Pod) bool {
 }
 
 // awaitEnd is the judgement of a noSandboxAgain pod whose True has lost its
-// markers: no write for up to grace after the first round that saw it
+// markers while kubelet still shows its sandbox up (kubelet reports the
+// sandbox down and the phase together): no write for up to grace after
+// the first round that saw it
 // (kept in next.EndSeen), for kubelet's phase to finish it; ok false once
 // that is over, and the True ends as any other.
 func awaitEnd(next memory, grace time.Duration, now time.Time) (j judgement, _ memory, ok bool) {
@@ -347,7 +351,7 @@ func awaitEnd(next memory, grace time.Duration, now time.Time) (j judgement, _ m
 	if left <= 0 {
 		return judgement{}, next, false
 	}
-	return judgement{After: left}, next, true
+	return judgement{After: left, EndWait: true}, next, true
 }
 
 // sandboxUp reports whether the pod's sandbox is up and since when, as

@@ -1,12 +1,14 @@
 package conditions
 
 import (
+	"errors"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/netready/netready/pkg/marker"
 	"github.com/netready/netready/pkg/publish"
@@ -55,17 +57,28 @@ func TestJudgeEndOfATrue(t *testing.T) {
 		{"no IPs remembered (an older sidecar's memory): it ends", pod("10.1.0.9", t0.Add(10*time.Minute), earned), nil, memory{Judged: "aaaaaaaaaaaa"},
 			judgement{Cond: changed, Publish: true, After: 31 * time.Second}, &memory{Judged: "aaaaaaaaaaaa", GoneSandboxes: []string{"aaaaaaaaaaaa"}}},
 		{"a finishing Job pod: no write yet, its sandbox remembered as gone", job(pod("10.1.0.5", t0, earned)), nil, judged,
-			judgement{After: 31 * time.Second}, &seen},
+			judgement{After: 31 * time.Second, EndWait: true}, &seen},
+		{"a Job pod kubelet reports down but not finished: it ends at once", func() *corev1.Pod {
+			p := job(pod("10.1.0.5", t0, earned))
+			p.Status.Conditions[1].Status = corev1.ConditionFalse
+			p.Status.Conditions[1].LastTransitionTime = metav1.NewTime(now)
+			return p
+		}(), nil, judged, judgement{Cond: changed, Publish: true, After: 31 * time.Second}, &endedMem},
 		{"a Job pod kubelet did not finish within the grace: it ends", job(pod("10.1.0.5", t0, earned)), nil,
 			func() memory { m := seen; m.EndSeen = now.Add(-40 * time.Second).Unix(); return m }(),
 			judgement{Cond: changed, Publish: true, After: 31 * time.Second}, nil},
 		{"a Job pod's wait begun in the future (clock stepped back): begun now", job(pod("10.1.0.5", t0, earned)), nil,
 			func() memory { m := seen; m.EndSeen = now.Add(time.Hour).Unix(); return m }(),
-			judgement{After: 31 * time.Second}, &seen},
-		{"SandboxChanged set in the future (clock stepped back): re-judged within the grace", pod("10.1.0.5", t0, steppedBack), nil, endedMem,
-			judgement{After: 31 * time.Second}, nil},
-		{"the next sandbox's ADD while kubelet shows the old IP: its marker is not remembered gone", pod("10.1.0.5", t0, earned), []*marker.Marker{next}, judged,
-			judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", []string{"cccccccccccc_eth0"}), Publish: true, After: 31 * time.Second}, &endedMem},
+			judgement{After: 31 * time.Second, EndWait: true}, &seen},
+		{"SandboxChanged set in the future (clock stepped back): its hold is over", pod("10.1.0.5", t0, steppedBack), nil, endedMem,
+			judgement{Cond: publish.NotObserved("T", true, 30*time.Second), Publish: true}, nil},
+		{"the next sandbox's ADD while kubelet shows the old IP: its marker decides", pod("10.1.0.5", t0, earned), []*marker.Marker{next}, judged,
+			judgement{Cond: publish.ForMarkers([]*marker.Marker{next}, "T", 10*time.Minute, now), Publish: true},
+			&memory{Judged: "cccccccccccc", JudgedIPs: []string{"10.1.0.9"}}},
+		{"an older sandbox's marker left, kubelet showing another IP: left behind", pod("10.1.0.5", t0.Add(time.Minute), earned),
+			[]*marker.Marker{func() *marker.Marker { m := *next; m.CreatedAt = marker.Time{Time: t0}; return &m }()}, judged,
+			judgement{Cond: publish.SandboxChanged("T", "aaaaaaaaaaaa", []string{"cccccccccccc_eth0"}), Publish: true, After: 31 * time.Second},
+			func() *memory { m := endedMem.withGone("", []string{"cccccccccccc_eth0"}); return &m }()},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -86,5 +99,39 @@ func TestJudgeEndOfATrue(t *testing.T) {
 		if got := judge(p, podView{Memory: judged}, o, now); !cmp.Equal(got, judgement{}) {
 			t.Errorf("judge = %+v, want nothing", got)
 		}
+	})
+}
+
+// TestAJobPodsTrueEndsWhenItsMemoryCannotBeKept: the wait for a finishing
+// Job pod's phase counts from a time kept in its memory. With the memory
+// kept, the True is left alone (the control); with a memory that cannot
+// be written, the wait would start again every round, so the True ends.
+func TestAJobPodsTrueEndsWhenItsMemoryCannotBeKept(t *testing.T) {
+	job := func() *corev1.Pod {
+		p := gatedPod("job", "u-job")
+		p.Spec.RestartPolicy = corev1.RestartPolicyNever
+		m := &marker.Marker{Network: "podnet", ContainerID: "c-u-job", IfName: "eth0", IPs: []string{"10.200.0.5/24"},
+			State: marker.StateReady, CreatedAt: marker.Time{Time: time.Now().Add(-time.Hour)}, WaitedMs: 7}
+		earned := publish.ForMarkers([]*marker.Marker{m}, publish.DefaultConditionType, time.Hour, time.Now())
+		earned.LastTransitionTime = metav1.NewTime(time.Now().Add(-time.Hour))
+		p.Status = corev1.PodStatus{PodIP: "10.200.0.5", PodIPs: []corev1.PodIP{{IP: "10.200.0.5"}},
+			ContainerStatuses: []corev1.ContainerStatus{{Name: "c", ContainerID: "containerd://c1"}},
+			Conditions: []corev1.PodCondition{earned, {Type: corev1.PodReadyToStartContainers, Status: corev1.ConditionTrue,
+				LastTransitionTime: metav1.NewTime(time.Now().Add(-time.Hour))}}}
+		return p
+	}
+	t.Run("memory kept: no write while the phase may come", func(t *testing.T) {
+		h := start(t, nil, job())
+		if n := h.settle(); n != 0 {
+			t.Errorf("%d pods/status patches, want none: %v", n, h.patchBodies())
+		}
+	})
+	t.Run("memory not kept: the True ends", func(t *testing.T) {
+		h := newHarness(t, nil, job())
+		h.c.keep = func(string, types.UID, memory) error { return errors.New("no space left on device") }
+		h.run()
+		h.waitFor("job", "SandboxChanged", func(c *corev1.PodCondition) bool {
+			return c.Status == corev1.ConditionFalse && c.Reason == publish.ReasonSandboxChanged
+		})
 	})
 }

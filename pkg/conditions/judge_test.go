@@ -116,7 +116,7 @@ func TestJudge(t *testing.T) {
 			p.Spec.RestartPolicy = corev1.RestartPolicyNever
 			p.Status.ContainerStatuses = []corev1.ContainerStatus{{Name: "job", ContainerID: "containerd://c1", State: corev1.ContainerState{Running: &corev1.ContainerStateRunning{}}}}
 			return p
-		}(), nil, judgement{After: 31 * time.Second}},
+		}(), nil, judgement{After: 31 * time.Second, EndWait: true}},
 		{"restartPolicy Never, no container created yet, marker removed: kubelet makes another sandbox", func() *corev1.Pod {
 			p := pod("10.1.0.5", prtsc(corev1.ConditionFalse, now), earned)
 			p.Spec.RestartPolicy = corev1.RestartPolicyNever

@@ -34,14 +34,19 @@ func (c *Controller) process(ctx context.Context, key string) error {
 		c.state.podOutOfScope(pod.UID)
 		return nil
 	}
-	j, a, basis := c.desired(pod)
+	j, a, basis := c.desired(pod, false)
 	c.do(a)
 	// The memory is kept first: a later round must never find less than
 	// what was published. A memory that cannot be kept still lets a not
 	// ready condition out, so that no True outlives its sandbox.
 	var kept error
 	if j.Remember != nil {
-		if kept = writeMemory(c.opts.StateDir, pod.UID, *j.Remember); kept != nil && (!j.Publish || j.Cond.Status == corev1.ConditionTrue) {
+		kept = c.keep(c.opts.StateDir, pod.UID, *j.Remember)
+		if kept != nil && j.EndWait {
+			// Its start is lost with the write: judged without it.
+			j, _, basis = c.desired(pod, true)
+		}
+		if kept != nil && (!j.Publish || j.Cond.Status == corev1.ConditionTrue) {
 			return kept
 		}
 	}
@@ -180,7 +185,7 @@ func (c *Controller) alreadySent(pod *corev1.Pod, want corev1.PodCondition) bool
 // desired is judge's judgement of a gated pod, what judging asks the
 // controller to do, and the judgement's basis, which names the marker
 // files it comes from as they are on disk (not the re-checks' progress).
-func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
+func (c *Controller) desired(pod *corev1.Pod, noEndWait bool) (judgement, actions, string) {
 	var v podView
 	var a actions
 	var basis string
@@ -191,7 +196,7 @@ func (c *Controller) desired(pod *corev1.Pod) (judgement, actions, string) {
 	}
 	j := judge(pod, v, judgeOptions{CondType: c.opts.ConditionType, PendingTimeout: c.opts.PendingTimeout,
 		UnobservedGrace: c.opts.UnobservedGrace, UnobservedReady: c.opts.Unobserved == UnobservedReady,
-		Backoffs: c.warnings.InstallBackoffs(), HoldMax: c.opts.NotInEffectHoldMax, Off: c.state.isOff()}, c.now())
+		Backoffs: c.warnings.InstallBackoffs(), HoldMax: c.opts.NotInEffectHoldMax, Off: c.state.isOff(), NoEndWait: noEndWait}, c.now())
 	if j.After > 0 {
 		c.queue.AddAfter(pod.Namespace+"/"+pod.Name, j.After)
 	}

@@ -28,7 +28,8 @@ import (
 //   - the pod's sandbox is up (or kubelet reports no
 //     PodReadyToStartContainers) with IPs, and none of that sandbox's
 //     markers holds one of them (a secondary network's marker may hold none; its
-//     primary's does).
+//     primary's does), unless the marker's ADD began after that sandbox
+//     came up.
 func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, stale []*marker.Marker) {
 	if len(ms) == 0 {
 		return nil, nil
@@ -64,9 +65,13 @@ func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, st
 			stale = append(stale, m)
 		case prtsc != nil && prtsc.Status != corev1.ConditionTrue && prtsc.LastTransitionTime.After(m.CreatedAt.Truncate(time.Second)):
 			stale = append(stale, m)
-		case (prtsc == nil || prtsc.Status == corev1.ConditionTrue) && len(podIPs) > 0 && !sandboxHasPodIP:
+		case (prtsc == nil || (prtsc.Status == corev1.ConditionTrue && !m.CreatedAt.Truncate(time.Second).After(prtsc.LastTransitionTime.Time))) &&
+			len(podIPs) > 0 && !sandboxHasPodIP:
 			// Up (or a kubelet without the condition, whose pod IP is
 			// the running sandbox's), and none of these markers holds it.
+			// A marker whose ADD began after the sandbox kubelet shows
+			// came up is a newer sandbox's, one kubelet has yet to
+			// report: its IP is not the one shown yet.
 			stale = append(stale, m)
 		default:
 			current = append(current, m)

@@ -82,7 +82,7 @@ type Options struct {
 
 // DefaultKubeAPIQPS and DefaultKubeAPIBurst are kubelet's defaults: the
 // sidecar sends at most one write per gated pod start (and, with Cilium's
-// crossNode, about two reads of its CiliumEndpoint), so it needs no more
+// crossNode, one or two reads of its CiliumEndpoint), so it needs no more
 // than kubelet, which writes three per pod start.
 const (
 	DefaultKubeAPIQPS   = 50

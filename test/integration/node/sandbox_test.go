@@ -27,12 +27,13 @@ import (
 //     no other sandbox, and its phase, within --unobserved-grace of the
 //     DEL, is its end: no False, no Warning Event.
 //
-// The sidecar's --unobserved-grace is 2 s, so that the stopped sandbox has
-// been up longer than it, as a long-running pod's has.
+// The sidecar's --unobserved-grace is 5 s: the stopped sandbox has been up
+// longer than it, as a long-running pod's has, and kubelet has that long to
+// finish a Job pod after its DEL.
 func TestSandboxGoneTakesItsTrue(t *testing.T) {
 	n := startClientNode(t)
 	kube.StartSidecarProc(t, n.Path("pki/admin.kubeconfig"), n.Path("state"), kube.NodeName,
-		"--condition-type", kube.NodeConditionType, "--cni-conf-dir", "", "--unobserved-grace", "2s")
+		"--condition-type", kube.NodeConditionType, "--cni-conf-dir", "", "--unobserved-grace", "5s")
 	writeFirstPacketConflist(n, fmt.Sprintf(`{"type": "netready", "timeout": "10s", "stateDir": %q, "checks": [{"kind": "address"}]}`, n.Path("state")))
 	ctx := context.Background()
 
@@ -44,7 +45,7 @@ func TestSandboxGoneTakesItsTrue(t *testing.T) {
 		if len(sandbox) < 12 || strings.Contains(sandbox, "\n") {
 			t.Fatalf("crictl pods: want the one ready sandbox of web, got %q", sandbox)
 		}
-		time.Sleep(3 * time.Second) // past --unobserved-grace since the sandbox came up
+		time.Sleep(6 * time.Second) // past --unobserved-grace since the sandbox came up
 		conds := watchCondition(t, n, "web")
 		crictl(t, n, "stopp", sandbox)
 		p := n.WaitPod("web", "True from a new sandbox", 2*time.Minute, func(p *corev1.Pod) bool {
@@ -83,8 +84,8 @@ func TestSandboxGoneTakesItsTrue(t *testing.T) {
 			}
 			return err == nil && done == pods
 		})
-		// The sidecar handles the DEL within milliseconds; give it time.
-		time.Sleep(3 * time.Second)
+		// Past the sidecar's wait for the phase: a write would be out.
+		time.Sleep(7 * time.Second)
 		evs, err := n.Admin.CoreV1().Events("default").List(ctx, metav1.ListOptions{})
 		if err != nil {
 			t.Fatal(err)
