@@ -127,7 +127,7 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 		if err == nil {
 			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
 			learned = v.memo
-			out.Target, out.LeftOut, out.Waiting = v.target(target), v.stalled, v.waiting
+			out.Target, out.LeftOut, out.Waiting = v.target(target), inFull(v.stalled), inFull(v.waiting)
 			if v.met() {
 				out.Ready, out.Why, out.Note = true, "", "the other nodes' ovn-controllers have programmed it (OVN's barrier)"
 				return done()
@@ -194,8 +194,8 @@ func awaitPortUp(ctx context.Context, socket, ifaceID string) error {
 // verdict is one reading of the chassis against the barrier.
 type verdict struct {
 	reached int
-	waiting []string // "name (nb_cfg 5)", for chassis still awaited
-	stalled []string // left out
+	waiting []lagging // chassis still awaited
+	stalled []lagging // left out
 	// nextStall is how long until the first awaited chassis counts as
 	// stalled; 0 when none is awaited.
 	nextStall time.Duration
@@ -223,30 +223,45 @@ func (v verdict) target(target int64) string {
 	return s
 }
 
-// namedChassis is how many chassis a reason or target names, each cut to
-// namedChassisBytes: the pod's condition message holds every attachment's
-// in 1,024 characters, and with hundreds of nodes behind (or long host
-// names) a full list would crowd the others out.
+// lagging is a chassis behind the barrier: its name, and how far behind
+// ("nb_cfg 5", or "nb_cfg 5, behind for 3.1s").
+type lagging struct{ name, state string }
+
+// String is the chassis in full, for the log.
+func (c lagging) String() string { return c.name + " (" + c.state + ")" }
+
+// namedChassis is how many chassis a reason or target names, each name cut
+// to namedChassisBytes: the pod's condition message holds every
+// attachment's in 1,024 characters, and with hundreds of nodes behind (or
+// long host names) a full list would crowd the others out.
 const (
 	namedChassis      = 5
-	namedChassisBytes = 48
+	namedChassisBytes = 40
 )
 
-// someChassis names the first namedChassis of names, and counts the rest.
-func someChassis(names []string) string {
-	shown := names[:min(len(names), namedChassis)]
-	cut := make([]string, len(shown))
-	for i, n := range shown {
-		if len(n) > namedChassisBytes {
-			n = strings.ToValidUTF8(n[:namedChassisBytes-3], "") + "..."
+// someChassis names the first namedChassis of cs, and counts the rest.
+func someChassis(cs []lagging) string {
+	var parts []string
+	for _, c := range cs[:min(len(cs), namedChassis)] {
+		if len(c.name) > namedChassisBytes {
+			c.name = strings.ToValidUTF8(c.name[:namedChassisBytes-3], "") + "..."
 		}
-		cut[i] = n
+		parts = append(parts, c.String())
 	}
-	s := strings.Join(cut, ", ")
-	if more := len(names) - len(shown); more > 0 {
+	s := strings.Join(parts, ", ")
+	if more := len(cs) - len(parts); more > 0 {
 		s += fmt.Sprintf(" and %d more", more)
 	}
 	return s
+}
+
+// inFull is each of cs in full.
+func inFull(cs []lagging) []string {
+	var out []string
+	for _, c := range cs {
+		out = append(out, c.String())
+	}
+	return out
 }
 
 // judge sorts the chassis: reached the barrier, awaited, or stalled: behind
@@ -276,10 +291,10 @@ func judge(rows []ovsdb.Row, target int64, raisedAt, now time.Time, stallAfter t
 		since := note.Since
 		lag := now.Sub(since)
 		if lag >= stallAfter {
-			v.stalled = append(v.stalled, fmt.Sprintf("%s (nb_cfg %d, behind for %s)", name, cfg, lag.Round(time.Millisecond)))
+			v.stalled = append(v.stalled, lagging{name, fmt.Sprintf("nb_cfg %d, behind for %s", cfg, lag.Round(time.Millisecond))})
 			continue
 		}
-		v.waiting = append(v.waiting, fmt.Sprintf("%s (nb_cfg %d)", name, cfg))
+		v.waiting = append(v.waiting, lagging{name, fmt.Sprintf("nb_cfg %d", cfg)})
 		if left := stallAfter - lag; v.nextStall == 0 || left < v.nextStall {
 			v.nextStall = left
 		}

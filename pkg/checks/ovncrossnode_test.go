@@ -37,20 +37,20 @@ func TestJudgeChassis(t *testing.T) {
 		{name: "all reached", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 8, true)}, now: raised,
 			want: verdict{reached: 2, memo: map[string]behind{}}},
 		{name: "one lagging, within the bound", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 5, true)}, now: raised.Add(time.Second),
-			want: verdict{reached: 1, waiting: []string{"b (nb_cfg 5)"}, nextStall: 2 * time.Second,
+			want: verdict{reached: 1, waiting: []lagging{{"b", "nb_cfg 5"}}, nextStall: 2 * time.Second,
 				memo: map[string]behind{"b": {Target: 7, Since: raised}}}},
 		{name: "one behind this barrier for stallAfter: left out", target: 7, rows: []ovsdb.Row{chassisRow("a", 7, true), chassisRow("b", 5, true)}, now: raised.Add(stall),
-			want: verdict{reached: 1, stalled: []string{"b (nb_cfg 5, behind for 3s)"},
+			want: verdict{reached: 1, stalled: []lagging{{"b", "nb_cfg 5, behind for 3s"}},
 				memo: map[string]behind{"b": {Target: 7, Since: raised}}}},
 		{name: "behind an older barrier an earlier ADD noted: left out at once", target: 9,
 			rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("b", 5, true)}, now: raised,
 			memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}},
-			want: verdict{reached: 1, stalled: []string{"b (nb_cfg 5, behind for 4s)"},
+			want: verdict{reached: 1, stalled: []lagging{{"b", "nb_cfg 5, behind for 4s"}},
 				memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}}}},
 		{name: "the noted chassis caught up with its old barrier: the count starts again", target: 9,
 			rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("b", 7, true)}, now: raised,
 			memo: map[string]behind{"b": {Target: 7, Since: raised.Add(-4 * time.Second)}},
-			want: verdict{reached: 1, waiting: []string{"b (nb_cfg 7)"}, nextStall: stall,
+			want: verdict{reached: 1, waiting: []lagging{{"b", "nb_cfg 7"}}, nextStall: stall,
 				memo: map[string]behind{"b": {Target: 9, Since: raised}}}},
 		{name: "a chassis being removed counts for nothing", target: 9, rows: []ovsdb.Row{chassisRow("a", 9, true), chassisRow("gone", 1, false)}, now: raised,
 			want: verdict{reached: 1, memo: map[string]behind{}}},
@@ -58,7 +58,7 @@ func TestJudgeChassis(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			got := judge(tt.rows, tt.target, raised, tt.now, stall, tt.memo)
-			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{}, behind{})); diff != "" {
+			if diff := cmp.Diff(tt.want, got, cmp.AllowUnexported(verdict{}, behind{}, lagging{})); diff != "" {
 				t.Errorf("judge (-want +got):\n%s", diff)
 			}
 		})
@@ -66,17 +66,23 @@ func TestJudgeChassis(t *testing.T) {
 }
 
 // TestManyChassisAreCounted: a reason or target names five chassis and
-// counts the others, so that one attachment's cannot fill the message.
+// counts the others, each name cut at namedChassisBytes with its state
+// kept, so that one attachment's cannot fill the message; the log's list
+// is in full.
 func TestManyChassisAreCounted(t *testing.T) {
-	var names []string
+	var stalled []lagging
 	for i := range 7 {
-		names = append(names, fmt.Sprintf("c%d (nb_cfg 5)", i))
+		stalled = append(stalled, lagging{fmt.Sprintf("s%d", i), "nb_cfg 5, behind for 3s"})
 	}
-	v := verdict{reached: 1, waiting: names[:2], stalled: names}
+	v := verdict{reached: 1, waiting: []lagging{{"w0", "nb_cfg 5"}, {"w1", "nb_cfg 6"}}, stalled: stalled}
+	long := strings.Repeat("n", 63) + ".example.com"
 	for _, tc := range []struct{ got, want string }{
-		{v.target(9), "Chassis_Private.nb_cfg >= 9 on 1 of 10 chassis; left out, stalled: c0 (nb_cfg 5), c1 (nb_cfg 5), c2 (nb_cfg 5), c3 (nb_cfg 5), c4 (nb_cfg 5) and 2 more"},
-		{v.why(9), "not yet at nb_cfg 9: c0 (nb_cfg 5), c1 (nb_cfg 5)"},
-		{someChassis([]string{strings.Repeat("n", 63) + ".example.com (nb_cfg 5)"}), strings.Repeat("n", 45) + "..."},
+		{v.target(9), "Chassis_Private.nb_cfg >= 9 on 1 of 10 chassis; left out, stalled: s0 (nb_cfg 5, behind for 3s), s1 (nb_cfg 5, behind for 3s), s2 (nb_cfg 5, behind for 3s), s3 (nb_cfg 5, behind for 3s), s4 (nb_cfg 5, behind for 3s) and 2 more"},
+		{v.why(9), "not yet at nb_cfg 9: w0 (nb_cfg 5), w1 (nb_cfg 6)"},
+		{someChassis([]lagging{{long, "nb_cfg 5"}}), strings.Repeat("n", 37) + "... (nb_cfg 5)"},
+		{someChassis([]lagging{{strings.Repeat("n", 40), "nb_cfg 5"}}), strings.Repeat("n", 40) + " (nb_cfg 5)"},
+		{someChassis([]lagging{{strings.Repeat("n", 36) + "ééé", "nb_cfg 5"}}), strings.Repeat("n", 36) + "... (nb_cfg 5)"},
+		{strings.Join(inFull([]lagging{{long, "nb_cfg 5"}}), ""), long + " (nb_cfg 5)"},
 	} {
 		if diff := cmp.Diff(tc.want, tc.got); diff != "" {
 			t.Errorf("(-want +got):\n%s", diff)

@@ -44,18 +44,31 @@ func (d *Daemon) Dead() (bool, string) {
 	}
 }
 
-// Stop sends sig to the process, or to its process group when it leads
-// one, and kills it after grace. It returns once the process is reaped.
-func (d *Daemon) Stop(sig syscall.Signal, grace time.Duration) {
+// Signal sends sig to the process, or to its process group when it leads
+// one, unless it has exited: once reaped, its PID may be another's.
+func (d *Daemon) Signal(sig syscall.Signal) error {
+	if dead, _ := d.Dead(); dead {
+		return nil
+	}
 	pid := d.Cmd.Process.Pid
 	if d.Cmd.SysProcAttr != nil && d.Cmd.SysProcAttr.Setpgid {
 		pid = -pid
 	}
-	syscall.Kill(pid, sig)
+	return syscall.Kill(pid, sig)
+}
+
+// Stop sends sig, kills the process after grace, and returns once it is
+// reaped, or 30 s after the kill for one that cannot die (stuck in the
+// kernel), so that a test's clean-up never hangs.
+func (d *Daemon) Stop(sig syscall.Signal, grace time.Duration) {
+	d.Signal(sig)
 	select {
 	case <-d.exited:
 	case <-time.After(grace):
-		syscall.Kill(pid, syscall.SIGKILL)
-		<-d.exited
+		d.Signal(syscall.SIGKILL)
+		select {
+		case <-d.exited:
+		case <-time.After(30 * time.Second):
+		}
 	}
 }

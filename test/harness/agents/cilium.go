@@ -253,7 +253,7 @@ func (c *RealCilium) Stop() { c.once.Do(c.teardown) }
 func (c *RealCilium) teardown() {
 	if c.agent != nil {
 		// A frozen agent ignores SIGTERM until it is continued.
-		syscall.Kill(-c.agent.Cmd.Process.Pid, syscall.SIGCONT)
+		c.agent.Signal(syscall.SIGCONT)
 		c.agent.Stop(syscall.SIGTERM, 20*time.Second)
 	}
 	if c.t.Failed() {
@@ -272,7 +272,10 @@ func (c *RealCilium) Freeze(stop bool) {
 	if stop {
 		sig = syscall.SIGSTOP
 	}
-	if err := syscall.Kill(-c.agent.Cmd.Process.Pid, sig); err != nil {
+	if dead, how := c.agent.Dead(); dead {
+		c.t.Fatalf("cilium-agent of %s exited (%s):\n%s", c.node.name, how, c.Log(40))
+	}
+	if err := c.agent.Signal(sig); err != nil {
 		c.t.Fatalf("signal cilium-agent of %s: %v", c.node.name, err)
 	}
 }
