@@ -104,10 +104,7 @@ func StartNode(t testing.TB) *K8sNode {
 		TLSClientConfig: rest.TLSClientConfig{CAFile: n.Path("pki/ca.crt")}}
 	n.Admin = kubernetes.NewForConfigOrDie(cfg)
 	// Two minutes: in CI, on 2 cores, one ran out once, its cause unseen.
-	n.WaitForNoError("kube-apiserver ready", 2*time.Minute, func() error {
-		_, err := n.Admin.Discovery().ServerVersion()
-		return err
-	})
+	n.WaitForNoError("kube-apiserver ready", 2*time.Minute, n.apiServerAnswers)
 
 	guardNodeForwarding(t)
 	n.makeCgroups()
