@@ -12,7 +12,6 @@ import (
 	"runtime"
 	"strings"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -345,17 +344,6 @@ func (n *K8sNode) apiServerAnswers() error {
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	return n.Admin.Discovery().RESTClient().Get().AbsPath("/version").Do(ctx).Error()
-}
-
-// RestartAPIServer kills kube-apiserver and starts it again with the same
-// flags, as an operator's restart does; etcd keeps the data. Its log goes
-// on in the same file.
-func (n *K8sNode) RestartAPIServer() {
-	n.T.Helper()
-	old := n.procs["kube-apiserver"]
-	old.Stop(syscall.SIGKILL, 0)
-	n.start("kube-apiserver", old.Cmd.Path, old.Cmd.Args[1:]...)
-	n.WaitForNoError("kube-apiserver ready again", time.Minute, n.apiServerAnswers)
 }
 
 // RollOutUninstall takes netready off the node as the README's Uninstall
