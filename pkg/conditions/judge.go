@@ -152,7 +152,8 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 	for _, id := range strings.Split(mem.Judged, ",") {
 		ended = ended.withGone(id, nil)
 	}
-	if _, shownUp := sandboxUp(pod); earned && shownUp && noSandboxAgain(pod) && !finished(pod) && !o.NoEndWait {
+	since, up := sandboxUp(pod)
+	if earned && up && noSandboxAgain(pod) && !finished(pod) && !o.NoEndWait {
 		j, next, ok := awaitEnd(ended, o.UnobservedGrace, now)
 		if ok {
 			return keep(j, next)
@@ -160,7 +161,7 @@ func judge(pod *corev1.Pod, v podView, o judgeOptions, now time.Time) judgement 
 		ended = next
 	}
 	var after time.Duration
-	if since, up := sandboxUp(pod); up {
+	if up {
 		if behind, wait := kubeletBehind(cur, mem.JudgedIPs, pod, since, now, o.UnobservedGrace); behind {
 			after = wait
 		} else if after = since.Add(o.UnobservedGrace).Sub(now); after <= 0 {
@@ -303,12 +304,8 @@ func kubeletBehind(cur *corev1.PodCondition, judgedIPs []string, pod *corev1.Pod
 	case cur == nil:
 		return false, 0
 	case cur.Status == corev1.ConditionTrue && cur.Reason == publish.ReasonProgrammed:
-		for _, ip := range pod.Status.PodIPs {
-			if slices.Contains(judgedIPs, ip.IP) {
-				return true, 0
-			}
-		}
-		return len(judgedIPs) == 0 || len(pod.Status.PodIPs) == 0, 0
+		ips := podIPsOf(pod)
+		return len(judgedIPs) == 0 || len(ips) == 0 || sharesAny(judgedIPs, ips), 0
 	case cur.Reason == publish.ReasonSandboxChanged && !cur.LastTransitionTime.IsZero() && !since.After(cur.LastTransitionTime.Time) &&
 		!cur.LastTransitionTime.After(now):
 		// One set ahead of the clock (stepped back since) holds no more.
@@ -339,9 +336,8 @@ func noSandboxAgain(pod *corev1.Pod) bool {
 // awaitEnd is the judgement of a noSandboxAgain pod whose True has lost its
 // markers while kubelet still shows its sandbox up (kubelet reports the
 // sandbox down and the phase together): no write for up to grace after
-// the first round that saw it
-// (kept in next.EndSeen), for kubelet's phase to finish it; ok false once
-// that is over, and the True ends as any other.
+// the first round that saw it (kept in next.EndSeen), for kubelet's phase
+// to finish it; ok false once that is over, and the True ends as any other.
 func awaitEnd(next memory, grace time.Duration, now time.Time) (j judgement, _ memory, ok bool) {
 	if next.EndSeen == 0 || next.EndSeen > now.Unix() {
 		// First seen now; a time ahead of the clock is a clock stepped back.

@@ -47,16 +47,14 @@ func staleMarkers(pod *corev1.Pod, ms []*marker.Marker, mem memory) (current, st
 			prtsc = &pod.Status.Conditions[i]
 		}
 	}
-	var podIPs []string
-	for _, ip := range pod.Status.PodIPs {
-		podIPs = append(podIPs, ip.IP)
-	}
-	sandboxHasPodIP := false
+	podIPs := podIPsOf(pod)
+	var newestSandbox []*marker.Marker
 	for _, m := range ms {
-		if m.ContainerID == newest.ContainerID && holdsAny(m.IPs, podIPs) {
-			sandboxHasPodIP = true
+		if m.ContainerID == newest.ContainerID {
+			newestSandbox = append(newestSandbox, m)
 		}
 	}
+	sandboxHasPodIP := sharesAny(markerIPs(newestSandbox), podIPs)
 	for _, m := range ms {
 		switch {
 		case gone(m):
@@ -94,17 +92,18 @@ func markerIPs(ms []*marker.Marker) []string {
 	return out
 }
 
-// holdsAny reports whether a marker's IPs (with prefix length) hold one of
-// ips (without).
-func holdsAny(markerIPs, ips []string) bool {
-	for _, cidr := range markerIPs {
-		for _, ip := range ips {
-			if len(cidr) > len(ip) && cidr[:len(ip)] == ip && cidr[len(ip)] == '/' {
-				return true
-			}
-		}
+// podIPsOf is the pod's IPs as kubelet reports them.
+func podIPsOf(pod *corev1.Pod) []string {
+	var out []string
+	for _, ip := range pod.Status.PodIPs {
+		out = append(out, ip.IP)
 	}
-	return false
+	return out
+}
+
+// sharesAny reports whether a and b have an IP in common.
+func sharesAny(a, b []string) bool {
+	return slices.ContainsFunc(a, func(ip string) bool { return slices.Contains(b, ip) })
 }
 
 // lostMarkers names the markers that a pod's lost memory may have named as
