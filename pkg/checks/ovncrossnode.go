@@ -83,7 +83,13 @@ type behind struct {
 func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, memoDir string) CrossNode {
 	start := time.Now()
 	out := CrossNode{Target: "every chassis' Chassis_Private.nb_cfg at netready's barrier"}
-	done := func() CrossNode { out.Waited = time.Since(start); return out }
+	// last is the last reading of the chassis: its full lists are built
+	// once, at the end, not on every reading.
+	var last verdict
+	done := func() CrossNode {
+		out.Waited, out.LeftOut, out.Waiting = time.Since(start), inFull(last.stalled), inFull(last.waiting)
+		return out
+	}
 	// The monitor opens before the barrier, so no chassis' answer to it
 	// can slip by unseen.
 	updates, err := ovsdb.Monitor(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []string{"nb_cfg"})
@@ -126,8 +132,8 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 		next := crossNodePoll
 		if err == nil {
 			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
-			learned = v.memo
-			out.Target, out.LeftOut, out.Waiting = v.target(target), inFull(v.stalled), inFull(v.waiting)
+			learned, last = v.memo, v
+			out.Target = v.target(target)
 			if v.met() {
 				out.Ready, out.Why, out.Note = true, "", "the other nodes' ovn-controllers have programmed it (OVN's barrier)"
 				return done()

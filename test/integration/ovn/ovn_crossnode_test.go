@@ -156,6 +156,28 @@ func TestCrossNodeStalledChassisLeftOut(t *testing.T) {
 	}
 }
 
+// TestCrossNodeLogNamesEveryChassisAwaited: a wait that ends with a chassis
+// still awaited (proceed, stallAfter past the wait's timeout) names it in
+// ADD's log in full, whatever the marker's reason cuts.
+func TestCrossNodeLogNamesEveryChassisAwaited(t *testing.T) {
+	b := agents.StartCrossNodeBed(t, xnSubnet, xnServerIP)
+	list := b.ChainWith(map[string]any{"onTimeout": "proceed", "crossNode": map[string]any{"timeout": "1s", "stallAfter": "10s", "nbSocket": b.OVN.NB, "sbSocket": b.OVN.SB}})
+	b.OVN.B.Freeze(true)
+	defer b.OVN.B.Freeze(false)
+	rt, _, err := b.Add(list, "web-awaited", "10.200.98.220")
+	if err != nil {
+		t.Fatalf("ADD with B frozen under proceed: %v", err)
+	}
+	if r, found := agents.CrossNodeResult(b.Marker(rt)); !found || r.Ready {
+		t.Errorf("cross-node result %+v, want not ready with B frozen", r)
+	}
+	log, _ := os.ReadFile(b.Log)
+	line := harness.GrepLines(string(log), "chassis not at the barrier")
+	if !strings.Contains(line, b.OVN.B.Name) {
+		t.Errorf("the plugin's log does not name %s as awaited:\n%s", b.OVN.B.Name, harness.Tail(string(log), 10))
+	}
+}
+
 // nbCfg is NB_Global.nb_cfg.
 func nbCfg(b *agents.CrossNodeBed) int {
 	var n int
