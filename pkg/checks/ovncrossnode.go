@@ -53,9 +53,9 @@ type CrossNode struct {
 	Waited  time.Duration
 }
 
-// crossNodeSafety re-reads the chassis when no monitor update came, for an
-// update the stream might have lost; crossNodePoll paces the retries of an
-// unreachable database.
+// crossNodeSafety re-reads the chassis from the SB when no monitor update
+// came, for an update the stream might have lost; crossNodePoll paces the
+// retries of an unreachable database.
 const (
 	crossNodeSafety = time.Second
 	crossNodePoll   = 50 * time.Millisecond
@@ -90,11 +90,11 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 		out.Waited, out.LeftOut, out.Waiting = time.Since(start), inFull(last.stalled), inFull(last.waiting)
 		return out
 	}
-	// The monitor opens before the barrier, so no chassis' answer to it
-	// can slip by unseen.
-	updates, err := ovsdb.Monitor(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []string{"nb_cfg"})
+	// The mirror opens before the barrier, so no chassis' answer to it
+	// can slip by unseen; reading it costs no request to the SB.
+	mirror, err := ovsdb.MirrorTable(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", chassisColumns)
 	if err != nil {
-		updates = nil // polled instead
+		mirror = nil // polled instead
 	}
 	// ovn-controller sets ovn-installed once the flows are in, while its
 	// SB write of the port's claim may still be in flight; Port_Binding.up
@@ -122,13 +122,16 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 	learned := memo
 	defer func() { writeBehind(memoPath, learned, memo) }()
 	interval := crossNodeSafety
-	if updates == nil {
+	if mirror == nil {
 		interval = crossNodePoll
 	}
 	timer := time.NewTimer(0)
 	defer timer.Stop()
+	// fromMirror: the mirror's rows are as new as the SB's; a wake by the
+	// timer reads the SB itself, for an update the stream might have lost.
+	fromMirror := mirror != nil
 	for {
-		rows, err := ovsdb.Select(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", []any{}, []string{"name", "nb_cfg", "chassis"})
+		rows, err := readChassis(ctx, cn.SBSocket, mirror, fromMirror)
 		next := crossNodePoll
 		if err == nil {
 			v := judge(rows, target, raisedAt, time.Now(), cn.StallAfter, memo)
@@ -149,17 +152,37 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 			out.Why = err.Error()
 		}
 		timer.Reset(next)
+		var changed <-chan struct{}
+		if mirror != nil {
+			changed = mirror.Changed()
+		}
 		select {
 		case <-ctx.Done():
 			out.Why += fmt.Sprintf(" (a chassis is left out once behind for crossNode.stallAfter %s)", cn.StallAfter)
 			return done()
-		case _, ok := <-updates:
+		case _, ok := <-changed:
+			fromMirror = ok
 			if !ok {
-				updates, interval = nil, crossNodePoll
+				mirror, interval = nil, crossNodePoll
 			}
 		case <-timer.C:
+			fromMirror = false
 		}
 	}
+}
+
+// chassisColumns are the Chassis_Private columns the wait judges.
+var chassisColumns = []string{"name", "nb_cfg", "chassis"}
+
+// readChassis is every chassis' row: the mirror's when fromMirror and it
+// still follows the table, else read from the SB.
+func readChassis(ctx context.Context, socket string, mirror *ovsdb.Mirror, fromMirror bool) ([]ovsdb.Row, error) {
+	if fromMirror && mirror != nil {
+		if rows, ok := mirror.Rows(); ok {
+			return rows, nil
+		}
+	}
+	return ovsdb.Select(ctx, socket, "OVN_Southbound", "Chassis_Private", []any{}, chassisColumns)
 }
 
 // awaitPortUp waits, woken by a monitor of the SB's Port_Binding table,

@@ -1,7 +1,8 @@
 // Package ovsdb owns talking to an OVSDB server (RFC 7047) on its unix
-// socket: one bounded JSON-RPC select of rows, and a monitor whose updates
-// only say that something changed. It is the few calls netready needs, not
-// a general client, which keeps the plugin small.
+// socket: bounded JSON-RPC selects and transactions, a monitor whose
+// updates only say that something changed, and a mirror of a table that a
+// monitor keeps. It is the few calls netready needs, not a general client,
+// which keeps the plugin small.
 package ovsdb
 
 import (
@@ -113,23 +114,41 @@ const monitorReply = 5 * time.Second
 // after it returns is seen. The channel closes when ctx ends or the
 // connection fails.
 func Monitor(ctx context.Context, socket, database, table string, columns []string) (<-chan struct{}, error) {
-	conn, err := dial(ctx, socket)
+	out := make(chan struct{}, 1)
+	err := monitor(ctx, socket, database, table, columns, false, func(json.RawMessage) { wake(out) }, func() { close(out) })
 	if err != nil {
 		return nil, err
 	}
-	req := map[string]any{table: map[string]any{"columns": columns, "select": map[string]bool{"initial": false, "insert": true, "delete": true, "modify": true}}}
+	return out, nil
+}
+
+// monitor opens a monitor of table's columns and hands note each
+// table-updates object the server sends: with initial, first the reply's
+// (the rows at the monitor's start) before it returns, then each
+// update's, from a goroutine that calls end once the stream ends (ctx,
+// the connection, or an update it cannot read). end is not called when
+// monitor returns an error.
+func monitor(ctx context.Context, socket, database, table string, columns []string, initial bool, note func(json.RawMessage), end func()) error {
+	conn, err := dial(ctx, socket)
+	if err != nil {
+		return err
+	}
+	req := map[string]any{table: map[string]any{"columns": columns, "select": map[string]bool{"initial": initial, "insert": true, "delete": true, "modify": true}}}
 	if err := send(conn, "monitor", []any{database, nil, req}, monitorID); err != nil {
 		conn.Close()
-		return nil, err
+		return err
 	}
-	out := make(chan struct{}, 1)
 	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxStream)))
-	if err := awaitMonitorReply(ctx, conn, dec, out); err != nil {
+	rows, err := awaitMonitorReply(ctx, conn, dec, note)
+	if err != nil {
 		conn.Close()
-		return nil, fmt.Errorf("OVSDB at %s: monitor %s.%s: %w", socket, database, table, err)
+		return fmt.Errorf("OVSDB at %s: monitor %s.%s: %w", socket, database, table, err)
+	}
+	if initial {
+		note(rows)
 	}
 	go func() {
-		defer close(out)
+		defer end()
 		defer conn.Close()
 		stop := context.AfterFunc(ctx, func() { conn.Close() })
 		defer stop()
@@ -138,53 +157,65 @@ func Monitor(ctx context.Context, socket, database, table string, columns []stri
 			if err := dec.Decode(&m); err != nil {
 				return
 			}
-			if !handleStream(conn, m, out) {
+			if !handleStream(conn, m, note) {
 				return
 			}
 		}
 	}()
-	return out, nil
+	return nil
 }
 
 // awaitMonitorReply reads until the server answers the monitor request,
-// answering echoes (and noting updates) meanwhile.
-func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, out chan struct{}) error {
+// answering echoes (and noting updates) meanwhile, and returns the
+// reply's table-updates.
+func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, note func(json.RawMessage)) (json.RawMessage, error) {
 	conn.SetDeadline(time.Now().Add(monitorReply))
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
 	for {
 		var m message
 		if err := dec.Decode(&m); err != nil {
-			return fmt.Errorf("no answer: %w", err)
+			return nil, fmt.Errorf("no answer: %w", err)
 		}
 		var id string
 		if m.Method == "" && json.Unmarshal(m.ID, &id) == nil && id == monitorID {
 			if len(m.Error) > 0 && string(m.Error) != "null" {
-				return fmt.Errorf("refused: %s", m.Error)
+				return nil, fmt.Errorf("refused: %s", m.Error)
 			}
-			return conn.SetDeadline(time.Time{})
+			return m.Result, conn.SetDeadline(time.Time{})
 		}
-		if !handleStream(conn, m, out) {
-			return errors.New("the connection failed")
+		if !handleStream(conn, m, note) {
+			return nil, errors.New("the connection failed")
 		}
 	}
 }
 
-// handleStream answers an echo or notes an update; false when the stream
-// must end.
-func handleStream(conn net.Conn, m message, out chan struct{}) bool {
+// handleStream answers an echo or hands an update's table-updates to
+// note; false when the stream must end. Only "update" comes: netready
+// sends "monitor", never monitor_cond.
+func handleStream(conn net.Conn, m message, note func(json.RawMessage)) bool {
 	switch {
 	case m.Method == "echo":
 		return reply(conn, m) == nil
-	case m.Method == "update", m.Method == "update2", m.Method == "update3":
-		select {
-		case out <- struct{}{}:
-		default:
+	case m.Method == "update":
+		// params: [the monitor's id (null here), table-updates]
+		var params []json.RawMessage
+		if json.Unmarshal(m.Params, &params) != nil || len(params) != 2 {
+			return false
 		}
+		note(params[1])
 	case len(m.Error) > 0 && string(m.Error) != "null":
 		return false // a request failed
 	}
 	return true
+}
+
+// wake sends a token on out unless one is already waiting.
+func wake(out chan struct{}) {
+	select {
+	case out <- struct{}{}:
+	default:
+	}
 }
 
 func send(conn net.Conn, method string, params []any, id any) error {
