@@ -5,7 +5,6 @@ package bench
 import (
 	"fmt"
 	"os"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -20,12 +19,14 @@ import (
 // "on" pods: node B's catch-up (its Chassis_Private.nb_cfg_timestamp, when
 // its ovn-controller had the flows for netready's barrier, less A's
 // ovn-installed-ts: what OVN itself takes, plus netready's pacing of the
-// raise, which the plugin logs as pacedMs), and how long after that ADD
-// returned (netready's own cost over it). Both timestamps are
-// ovn-controller's, in ms, on this one machine's clock. The "on" pods come
-// about 130 ms apart here unpaced, so raiseInterval (200 ms) paces most.
-// NETREADY_XN_DIAG=dir captures packets and diagnoses each failed first
-// connection into dir (agents.CrossNodeBed.Diagnose).
+// raise, which the plugin logs as pacedMs); then how long after B's
+// catch-up the wait ended (the goal's figure) and ADD returned, and where
+// the time between went: the marker's write, up to "ADD done", then the
+// plugin's exit and libcni. The catch-up and the log's times are in ms, on
+// this one machine's clock. The "on" pods come about 130 ms apart here
+// unpaced, so raiseInterval (200 ms) paces most. NETREADY_XN_DIAG=dir
+// captures packets and diagnoses each failed first connection into dir
+// (agents.CrossNodeBed.Diagnose).
 func BenchmarkCrossNodeOVN(b *testing.B) {
 	pods := 20
 	if v, err := strconv.Atoi(os.Getenv("NETREADY_BENCH_ADDS")); err == nil {
@@ -34,14 +35,13 @@ func BenchmarkCrossNodeOVN(b *testing.B) {
 	bed := agents.StartCrossNodeBed(b, "10.200.98.0/24", "10.200.98.2")
 	on := bed.Chain(map[string]any{"timeout": "5s", "nbSocket": bed.OVN.NB, "sbSocket": bed.OVN.SB})
 	off := bed.Chain(nil)
-	// NETREADY_XN_DIAG=dir: capture packets, and diagnose each failed
-	// first connection into dir.
 	diag := os.Getenv("NETREADY_XN_DIAG")
 	if diag != "" {
 		bed.Capture(diag)
 	}
-	var addOn, addOff, catchUp, over []time.Duration
-	var onIDs []string
+	var addOn, addOff, catchUp []time.Duration
+	var onAdds []crossNodeAdd
+	var offAdds []crossNodeAdd
 	failed := map[bool]int{}
 	for i := range 2 * pods {
 		crossNode := i%2 == 0
@@ -67,47 +67,92 @@ func BenchmarkCrossNodeOVN(b *testing.B) {
 			}
 		}
 		if !crossNode {
-			addOff = append(addOff, took)
+			addOff, offAdds = append(addOff, took), append(offAdds, crossNodeAdd{id: rt.ContainerID, returned: returned})
 			continue
 		}
-		addOn, onIDs = append(addOn, took), append(onIDs, rt.ContainerID)
 		installed := msField(agents.OVSMapValue(bed.OVN.A.Vsctl("--columns=external_ids", "find", "Interface", "external_ids:sandbox="+rt.ContainerID), "ovn-installed-ts"))
 		reached := msField(strings.TrimSpace(bed.OVN.Sbctl("--bare", "--columns=nb_cfg_timestamp", "find", "Chassis_Private", "name="+bed.OVN.B.Name)))
 		if installed.IsZero() || reached.IsZero() {
 			b.Fatalf("pod %d: no ovn-installed-ts (%v) or B's nb_cfg_timestamp (%v)", i, installed, reached)
 		}
-		catchUp = append(catchUp, reached.Sub(installed))
-		over = append(over, returned.Sub(reached))
+		addOn, catchUp = append(addOn, took), append(catchUp, reached.Sub(installed))
+		onAdds = append(onAdds, crossNodeAdd{id: rt.ContainerID, returned: returned, reached: reached})
 	}
 	p := func(d []time.Duration) string {
 		return fmt.Sprintf("p50 %s p99 %s", harness.Ms(harness.Percentile(d, .5)), harness.Ms(harness.Percentile(d, .99)))
 	}
-	paced := pacedFromLog(b, bed.Log, onIDs)
-	fmt.Printf("cross-node OVN (2 chassis, %d pods per arm, ABAB): ADD with crossNode %s, without %s; B's catch-up after A's ovn-installed %s, of which netready's pacing of its raise %s; ADD returned after B's catch-up %s (ms timestamps); first connections failed: %d with, %d without\n",
-		pods, p(addOn), p(addOff), p(catchUp), p(paced), p(over), failed[true], failed[false])
+	logged := fromLog(b, bed.Log)
+	var paced, waitOver, addOver, marker, exitOn, exitOff []time.Duration
+	for _, a := range onAdds {
+		l := logged[a.id]
+		if l.waitEnd.IsZero() || l.done.IsZero() {
+			b.Fatalf("ADD %s: no \"cross-node wait done\" or \"ADD done\" in the plugin's log", a.id)
+		}
+		paced = append(paced, l.paced)
+		waitOver = append(waitOver, l.waitEnd.Sub(a.reached))
+		addOver = append(addOver, a.returned.Sub(a.reached))
+		marker = append(marker, l.done.Sub(l.waitEnd))
+		exitOn = append(exitOn, a.returned.Sub(l.done))
+	}
+	for _, a := range offAdds {
+		if l := logged[a.id]; !l.done.IsZero() {
+			exitOff = append(exitOff, a.returned.Sub(l.done))
+		}
+	}
+	fmt.Printf("cross-node OVN (2 chassis, %d pods per arm, ABAB): ADD with crossNode %s, without %s; B's catch-up after A's ovn-installed %s, of which netready's pacing of its raise %s; "+
+		"after B's catch-up (ms timestamps), the wait ended %s and ADD returned %s; from the wait's end to \"ADD done\" (the marker's write) %s; from \"ADD done\" to ADD's return (exit, libcni) %s with crossNode, %s without; first connections failed: %d with, %d without\n",
+		pods, p(addOn), p(addOff), p(catchUp), p(paced), p(waitOver), p(addOver), p(marker), p(exitOn), p(exitOff), failed[true], failed[false])
 }
 
-// pacedFromLog is each ADD's wait to raise or join the barrier
-// (crossNode.raiseInterval), from the plugin's log lines.
-func pacedFromLog(b *testing.B, log string, ids []string) []time.Duration {
+// crossNodeAdd is one ADD as the bench saw it: when it returned and, with
+// crossNode, when node B reached its barrier.
+type crossNodeAdd struct {
+	id       string
+	returned time.Time
+	reached  time.Time
+}
+
+// loggedAdd is one ADD as the plugin logged it.
+type loggedAdd struct {
+	paced   time.Duration // the wait to raise or join the barrier
+	waitEnd time.Time     // "cross-node wait done"
+	done    time.Time     // "ADD done"
+}
+
+// fromLog reads each ADD's times from the plugin's log lines (slog's text
+// records: time in ms, then key=value pairs), by container ID.
+func fromLog(b *testing.B, log string) map[string]loggedAdd {
 	data, err := os.ReadFile(log)
 	if err != nil {
 		b.Fatal(err)
 	}
-	var out []time.Duration
+	out := map[string]loggedAdd{}
 	for _, l := range strings.Split(string(data), "\n") {
-		if !strings.Contains(l, "cross-node wait done") || !slices.ContainsFunc(ids, func(id string) bool { return strings.Contains(l, "containerID="+id+" ") }) {
+		id, at := fieldValue(l, "containerID"), fieldValue(l, "time")
+		t, err := time.Parse("2006-01-02T15:04:05.000Z07:00", at)
+		if id == "" || err != nil || fieldValue(l, "verb") != "ADD" {
 			continue
 		}
-		if _, v, ok := strings.Cut(l, " pacedMs="); ok {
-			ms, _ := strconv.Atoi(strings.Fields(v)[0])
-			out = append(out, time.Duration(ms)*time.Millisecond)
+		a := out[id]
+		switch {
+		case strings.Contains(l, `msg="cross-node wait done"`):
+			ms, _ := strconv.Atoi(fieldValue(l, "pacedMs"))
+			a.paced, a.waitEnd = time.Duration(ms)*time.Millisecond, t
+		case strings.Contains(l, `msg="ADD done"`):
+			a.done = t
 		}
-	}
-	if len(out) != len(ids) {
-		b.Fatalf("%d pacedMs in the plugin's log for %d ADDs with crossNode", len(out), len(ids))
+		out[id] = a
 	}
 	return out
+}
+
+// fieldValue is the unquoted value of key in one slog text record, or "".
+func fieldValue(line, key string) string {
+	_, v, ok := strings.Cut(" "+line, " "+key+"=")
+	if !ok {
+		return ""
+	}
+	return strings.Fields(v + " ")[0]
 }
 
 // msField parses OVSDB's milliseconds since the epoch.
