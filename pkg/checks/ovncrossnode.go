@@ -90,8 +90,17 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 		out.Waited, out.LeftOut, out.Waiting = time.Since(start), inFull(last.stalled), inFull(last.waiting)
 		return out
 	}
+	if ifaceID == "" {
+		// Without the port's name its claim cannot be awaited, and a
+		// barrier raised before the claim would prove nothing.
+		out.Why = "no pod namespace and name in CNI_ARGS, so the pod's OVN port (and its claim in the SB) cannot be told"
+		return done()
+	}
 	// The mirror opens before the barrier, so no chassis' answer to it
-	// can slip by unseen; reading it costs no request to the SB.
+	// can slip by unseen; reading it costs no request to the SB. Its
+	// stream ends with this wait.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	mirror, err := ovsdb.MirrorTable(ctx, cn.SBSocket, "OVN_Southbound", "Chassis_Private", chassisColumns)
 	if err != nil {
 		mirror = nil // polled instead
@@ -100,12 +109,6 @@ func WaitOVNCrossNode(ctx context.Context, cn *config.CrossNodeConf, ifaceID, me
 	// SB write of the port's claim may still be in flight; Port_Binding.up
 	// comes in a later transaction of the same client, so once it reads
 	// true the claim is in the SB, and the barrier cannot overtake it.
-	if ifaceID == "" {
-		// Without the port's name its claim cannot be awaited, and a
-		// barrier raised before the claim would prove nothing.
-		out.Why = "no pod namespace and name in CNI_ARGS, so the pod's OVN port (and its claim in the SB) cannot be told"
-		return done()
-	}
 	if err := awaitPortUp(ctx, cn.SBSocket, ifaceID); err != nil {
 		out.Why = err.Error()
 		return done()
@@ -188,6 +191,10 @@ func readChassis(ctx context.Context, socket string, mirror *ovsdb.Mirror, fromM
 // awaitPortUp waits, woken by a monitor of the SB's Port_Binding table,
 // until the port's binding has a chassis and up=true.
 func awaitPortUp(ctx context.Context, socket, ifaceID string) error {
+	// The monitor hears every port's changes: it ends with this wait,
+	// not with the cross-node wait's.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	updates, err := ovsdb.Monitor(ctx, socket, "OVN_Southbound", "Port_Binding", []string{"up", "chassis"})
 	if err != nil {
 		updates = nil // polled instead

@@ -17,7 +17,7 @@ import (
 )
 
 // maxAnswer bounds what one select reads; a monitor connection is closed
-// (and reopened by its caller) after maxStream bytes.
+// after maxStream bytes, and its caller reads by select instead.
 const (
 	maxAnswer = 4 << 20
 	maxStream = 64 << 20
@@ -115,7 +115,8 @@ const monitorReply = 5 * time.Second
 // connection fails.
 func Monitor(ctx context.Context, socket, database, table string, columns []string) (<-chan struct{}, error) {
 	out := make(chan struct{}, 1)
-	err := monitor(ctx, socket, database, table, columns, false, func(json.RawMessage) { wake(out) }, func() { close(out) })
+	note := func(json.RawMessage) error { wake(out); return nil }
+	err := monitor(ctx, socket, database, table, columns, false, note, func() { close(out) })
 	if err != nil {
 		return nil, err
 	}
@@ -126,9 +127,9 @@ func Monitor(ctx context.Context, socket, database, table string, columns []stri
 // table-updates object the server sends: with initial, first the reply's
 // (the rows at the monitor's start) before it returns, then each
 // update's, from a goroutine that calls end once the stream ends (ctx,
-// the connection, or an update it cannot read). end is not called when
-// monitor returns an error.
-func monitor(ctx context.Context, socket, database, table string, columns []string, initial bool, note func(json.RawMessage), end func()) error {
+// the connection, or an update note or monitor cannot read). end is not
+// called when monitor returns an error.
+func monitor(ctx context.Context, socket, database, table string, columns []string, initial bool, note func(json.RawMessage) error, end func()) error {
 	conn, err := dial(ctx, socket)
 	if err != nil {
 		return err
@@ -139,13 +140,19 @@ func monitor(ctx context.Context, socket, database, table string, columns []stri
 		return err
 	}
 	dec := json.NewDecoder(bufio.NewReader(io.LimitReader(conn, maxStream)))
-	rows, err := awaitMonitorReply(ctx, conn, dec, note)
+	early := note
+	if initial {
+		// ovsdb-server answers before it sends any update; one that came
+		// first would then be overwritten by the older initial rows.
+		early = func(json.RawMessage) error { return errors.New("an update came before the reply") }
+	}
+	rows, err := awaitMonitorReply(ctx, conn, dec, early)
+	if err == nil && initial {
+		err = note(rows)
+	}
 	if err != nil {
 		conn.Close()
 		return fmt.Errorf("OVSDB at %s: monitor %s.%s: %w", socket, database, table, err)
-	}
-	if initial {
-		note(rows)
 	}
 	go func() {
 		defer end()
@@ -157,7 +164,7 @@ func monitor(ctx context.Context, socket, database, table string, columns []stri
 			if err := dec.Decode(&m); err != nil {
 				return
 			}
-			if !handleStream(conn, m, note) {
+			if handleStream(conn, m, note) != nil {
 				return
 			}
 		}
@@ -168,7 +175,7 @@ func monitor(ctx context.Context, socket, database, table string, columns []stri
 // awaitMonitorReply reads until the server answers the monitor request,
 // answering echoes (and noting updates) meanwhile, and returns the
 // reply's table-updates.
-func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, note func(json.RawMessage)) (json.RawMessage, error) {
+func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, note func(json.RawMessage) error) (json.RawMessage, error) {
 	conn.SetDeadline(time.Now().Add(monitorReply))
 	stop := context.AfterFunc(ctx, func() { conn.SetDeadline(time.Now()) })
 	defer stop()
@@ -184,30 +191,30 @@ func awaitMonitorReply(ctx context.Context, conn net.Conn, dec *json.Decoder, no
 			}
 			return m.Result, conn.SetDeadline(time.Time{})
 		}
-		if !handleStream(conn, m, note) {
-			return nil, errors.New("the connection failed")
+		if err := handleStream(conn, m, note); err != nil {
+			return nil, err
 		}
 	}
 }
 
 // handleStream answers an echo or hands an update's table-updates to
-// note; false when the stream must end. Only "update" comes: netready
-// sends "monitor", never monitor_cond.
-func handleStream(conn net.Conn, m message, note func(json.RawMessage)) bool {
+// note; an error ends the stream. Only "update" comes: netready sends
+// "monitor", never monitor_cond.
+func handleStream(conn net.Conn, m message, note func(json.RawMessage) error) error {
 	switch {
 	case m.Method == "echo":
-		return reply(conn, m) == nil
+		return reply(conn, m)
 	case m.Method == "update":
 		// params: [the monitor's id (null here), table-updates]
 		var params []json.RawMessage
 		if json.Unmarshal(m.Params, &params) != nil || len(params) != 2 {
-			return false
+			return fmt.Errorf("an update that cannot be read: %.200s", m.Params)
 		}
-		note(params[1])
+		return note(params[1])
 	case len(m.Error) > 0 && string(m.Error) != "null":
-		return false // a request failed
+		return fmt.Errorf("a request failed: %s", m.Error)
 	}
-	return true
+	return nil
 }
 
 // wake sends a token on out unless one is already waiting.
