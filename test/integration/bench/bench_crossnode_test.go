@@ -95,9 +95,11 @@ func BenchmarkCrossNodeOVN(b *testing.B) {
 		exitOn = append(exitOn, a.returned.Sub(l.done))
 	}
 	for _, a := range offAdds {
-		if l := logged[a.id]; !l.done.IsZero() {
-			exitOff = append(exitOff, a.returned.Sub(l.done))
+		l := logged[a.id]
+		if l.done.IsZero() {
+			b.Fatalf("ADD %s: no \"ADD done\" in the plugin's log", a.id)
 		}
+		exitOff = append(exitOff, a.returned.Sub(l.done))
 	}
 	fmt.Printf("cross-node OVN (2 chassis, %d pods per arm, ABAB): ADD with crossNode %s, without %s; B's catch-up after A's ovn-installed %s, of which netready's pacing of its raise %s; "+
 		"after B's catch-up (ms timestamps), the wait ended %s and ADD returned %s; from the wait's end to \"ADD done\" (the marker's write) %s; from \"ADD done\" to ADD's return (exit, libcni) %s with crossNode, %s without; first connections failed: %d with, %d without\n",
@@ -128,31 +130,47 @@ func fromLog(b *testing.B, log string) map[string]loggedAdd {
 	}
 	out := map[string]loggedAdd{}
 	for _, l := range strings.Split(string(data), "\n") {
-		id, at := fieldValue(l, "containerID"), fieldValue(l, "time")
-		t, err := time.Parse("2006-01-02T15:04:05.000Z07:00", at)
-		if id == "" || err != nil || fieldValue(l, "verb") != "ADD" {
+		f := logFields(l)
+		t, err := time.Parse("2006-01-02T15:04:05.000Z07:00", f["time"])
+		if f["containerID"] == "" || err != nil || f["verb"] != "ADD" {
 			continue
 		}
-		a := out[id]
-		switch {
-		case strings.Contains(l, `msg="cross-node wait done"`):
-			ms, _ := strconv.Atoi(fieldValue(l, "pacedMs"))
+		a := out[f["containerID"]]
+		switch f["msg"] {
+		case "cross-node wait done":
+			ms, err := strconv.Atoi(f["pacedMs"])
+			if err != nil {
+				b.Fatalf("pacedMs in %q: %v", l, err)
+			}
 			a.paced, a.waitEnd = time.Duration(ms)*time.Millisecond, t
-		case strings.Contains(l, `msg="ADD done"`):
+		case "ADD done":
 			a.done = t
 		}
-		out[id] = a
+		out[f["containerID"]] = a
 	}
 	return out
 }
 
-// fieldValue is the unquoted value of key in one slog text record, or "".
-func fieldValue(line, key string) string {
-	_, v, ok := strings.Cut(" "+line, " "+key+"=")
-	if !ok {
-		return ""
+// logFields splits one slog text record into its keys and values,
+// unquoting quoted values, so that a key inside another's quoted value
+// is never taken for a key.
+func logFields(line string) map[string]string {
+	out := map[string]string{}
+	for rest := strings.TrimSpace(line); rest != ""; rest = strings.TrimLeft(rest, " ") {
+		key, after, ok := strings.Cut(rest, "=")
+		if !ok || strings.Contains(key, " ") {
+			return out // not a record, or a cut one
+		}
+		var value string
+		if q, err := strconv.QuotedPrefix(after); err == nil {
+			value, _ = strconv.Unquote(q)
+			rest = after[len(q):]
+		} else {
+			value, rest, _ = strings.Cut(after, " ")
+		}
+		out[key] = value
 	}
-	return strings.Fields(v + " ")[0]
+	return out
 }
 
 // msField parses OVSDB's milliseconds since the epoch.
