@@ -70,8 +70,12 @@ type fakeNB struct {
 	afterRead func(f *fakeNB)
 }
 
-func (f *fakeNB) serve(t *testing.T) string {
-	sock := filepath.Join(t.TempDir(), "nb.sock")
+func (f *fakeNB) serve(t *testing.T) string { return serveUnix(t, "nb.sock", f.answer) }
+
+// serveUnix listens on a unix socket named name in a temp folder and
+// answers each connection with answer, until the test ends.
+func serveUnix(t *testing.T, name string, answer func(net.Conn)) string {
+	sock := filepath.Join(t.TempDir(), name)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
 		t.Fatal(err)
@@ -83,7 +87,7 @@ func (f *fakeNB) serve(t *testing.T) string {
 			if err != nil {
 				return
 			}
-			go f.answer(conn)
+			go answer(conn)
 		}
 	}()
 	return sock
